@@ -1,0 +1,107 @@
+"""Argument checks shared by every entry point.
+
+Each ``check_*`` raises ``TypeError`` (wrong kind of thing) or ``ValueError`` (right kind, bad value)
+with a message that names the argument, shows its value and says what would be valid.  Checks
+that need a device-to-host synchronization are the callers' ``host_checks`` switch; everything
+here is free (metadata only) unless its docstring says otherwise.  Never ``assert``: ``python -O``
+removes it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+#: Noise counters are uint32 words: index, row and sample must each stay below 2**32.
+MAX_COUNTER = 2**32
+#: Float dtypes the kernels read; products of bf16/fp16 values are exact in the fp32 accumulator.
+FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def check_tensor(name: str, x, *, ndim: int, dtypes=FLOAT_DTYPES) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
+    if dtypes is not None and x.dtype not in dtypes:
+        raise TypeError(f"{name}.dtype={x.dtype} is not supported; use one of {', '.join(map(str, dtypes))}")
+    return x
+
+
+def check_nonempty(name: str, size: int, what: str) -> None:
+    if size <= 0:
+        raise ValueError(f"{name} has {what}={size}; it must be at least 1")
+
+
+def check_counter(name: str, value: int) -> None:
+    if value >= MAX_COUNTER:
+        raise ValueError(f"{name}={value} is too large: the noise counter is 32 bits, so it must be < {MAX_COUNTER}")
+
+
+def check_same_device(**tensors: torch.Tensor) -> torch.device:
+    devices = {name: t.device for name, t in tensors.items()}
+    first = next(iter(devices.values()))
+    for name, dev in devices.items():
+        if dev != first:
+            listing = ", ".join(f"{n}.device={d}" for n, d in devices.items())
+            raise ValueError(f"tensors must be on one device, got {listing}")
+    return first
+
+
+def check_seed(seed) -> int:
+    """A seed in ``[0, 2**64)``; ``None`` draws one from torch's default CPU generator."""
+    if seed is None:
+        # Two 32-bit draws: torch.randint's upper bound is exclusive and must fit int64.
+        hi, lo = torch.randint(0, 2**32, (2,), dtype=torch.int64).tolist()
+        return (hi << 32) | lo
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int in [0, 2**64) or None, got {type(seed).__name__}")
+    seed = int(seed)
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed={seed} is out of range; it must be in [0, 2**64)")
+    return seed
+
+
+def check_num_samples(num_samples) -> int:
+    if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral):
+        raise TypeError(f"num_samples must be an int >= 1, got {type(num_samples).__name__}")
+    if num_samples < 1:
+        raise ValueError(f"num_samples={num_samples} must be >= 1")
+    check_counter("num_samples", int(num_samples))
+    return int(num_samples)
+
+
+def check_temperature(temperature, batch: int, device: torch.device, *, host_checks: bool) -> tuple[torch.Tensor, bool]:
+    """Per-row float32 inverse temperature (0 marks greedy) and whether every row is greedy.
+
+    ``temperature`` is a Python number or a tensor of shape ``[B]`` (or ``[]``).  Negative, NaN and
+    infinite values raise ``ValueError``; for a tensor that check reads it on the host (a
+    synchronization), so it runs only with ``host_checks``.
+    """
+    if isinstance(temperature, torch.Tensor):
+        if temperature.dim() > 1 or (temperature.dim() == 1 and temperature.shape[0] != batch):
+            raise ValueError(f"temperature must be a number or a tensor of shape [{batch}], got shape {tuple(temperature.shape)}")
+        if not temperature.is_floating_point():
+            raise TypeError(f"temperature.dtype={temperature.dtype} must be a floating dtype")
+        if temperature.device != device:
+            raise ValueError(f"temperature.device={temperature.device} differs from the inputs' device {device}")
+        t = temperature.to(torch.float32).reshape(-1).expand(batch).contiguous()
+        if host_checks:
+            bad = ~torch.isfinite(t) | (t < 0)
+            if bool(bad.any()):
+                row = int(torch.nonzero(bad)[0, 0])
+                raise ValueError(f"temperature[{row}]={float(t[row])} is invalid; temperatures must be finite and >= 0")
+        inv = torch.where(t > 0, 1.0 / torch.where(t > 0, t, torch.ones_like(t)), torch.zeros_like(t))
+        return inv, False
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise TypeError(f"temperature must be a float or a tensor, got {type(temperature).__name__}")
+    t = float(temperature)
+    if math.isnan(t) or math.isinf(t) or t < 0:
+        raise ValueError(f"temperature={temperature} is invalid; it must be finite and >= 0 (0 means greedy)")
+    t32 = torch.tensor(t, dtype=torch.float32)
+    inv = (1.0 / t32) if t > 0 else torch.zeros((), dtype=torch.float32)
+    if t > 0 and not bool(torch.isfinite(inv)):
+        raise ValueError(f"temperature={temperature} is too small: 1/temperature overflows float32; use 0 for greedy")
+    return inv.to(device).expand(batch).contiguous(), t == 0

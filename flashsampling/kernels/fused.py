@@ -1,0 +1,248 @@
+"""Stage 1 of the fused sampler: LM-head matmul tile + temperature + Gumbel noise + per-tile max.
+
+Tiling
+------
+The grid is 1-D over ``num_b_tiles * num_v_tiles`` programs, row tile fastest, so the programs
+that read the same weight tile run next to each other and share it through L2::
+
+    pid_b = pid % num_b_tiles ; pid_v = pid // num_b_tiles
+    for k in range(0, D, BLOCK_SIZE_D):                       # K loop, fp32 accumulator
+        h_tile = h[rows, k:k+BK]          at h_ptr + row * stride_hb + k * stride_hd
+        w_tile = W[cols, k:k+BK].T        at w_ptr + col * stride_wv + k * stride_wd
+        acc   += h_tile @ w_tile                               # (BB, BK) @ (BK, BV)
+    perturb_select_store(acc, ...)                             # kernels/select.py
+
+Offsets are formed in int64 (``rows.to(int64) * stride``), so no index overflows 32 bits at
+large ``B * V`` or ``V * D``.
+
+Bytes and FLOPs
+---------------
+Fused: reads ``V*D*2`` bytes of bf16 weight (once when ``B <= BLOCK_SIZE_B``) and ``B*D*2`` of
+hidden state, writes ``B*S*T*20`` bytes of candidates (``T = V / BLOCK_SIZE_V``); ``2*B*V*D``
+FLOPs.  Unfused ``matmul -> softmax -> multinomial`` additionally writes and re-reads the
+``B*V*4``-byte logits at least twice (softmax in and out, then the CDF scan).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from .._device import UPCAST_DOT
+from .select import perturb_select_store
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """Tile sizes and launch parameters of stage 1."""
+
+    block_b: int = 16
+    block_v: int = 128
+    block_d: int = 64
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("block_b", "block_v", "block_d"):
+            v = getattr(self, name)
+            # tl.dot needs every dimension >= 16 and a power of two.
+            if v < 16 or v & (v - 1):
+                raise ValueError(f"TileConfig.{name}={v} must be a power of two >= 16")
+
+
+def default_tiles(B: int, V: int, D: int) -> TileConfig:
+    """Tile choice by batch size (tuned on the H200: see benchmarks/NOTES.md)."""
+    if UPCAST_DOT:  # the interpreter: few, large programs are fastest
+        return TileConfig(block_b=16 if B <= 16 else 32, block_v=128, block_d=64)
+    if B <= 16:
+        return TileConfig(block_b=16, block_v=128, block_d=128, num_warps=4, num_stages=4)
+    if B <= 64:
+        return TileConfig(block_b=64, block_v=128, block_d=64, num_warps=4, num_stages=4)
+    return TileConfig(block_b=128, block_v=128, block_d=64, num_warps=8, num_stages=3)
+
+
+@triton.jit
+def fused_stage1_kernel(
+    h_ptr,
+    w_ptr,
+    inv_temp_ptr,
+    part_max_ptr,
+    part_key_ptr,
+    part_idx_ptr,
+    flag_ptr,
+    B,
+    V,
+    D,
+    num_samples,
+    seed_lo,
+    seed_hi,
+    stride_hb,
+    stride_hd,
+    stride_wv,
+    stride_wd,
+    BLOCK_SIZE_B: tl.constexpr,
+    BLOCK_SIZE_V: tl.constexpr,
+    BLOCK_SIZE_D: tl.constexpr,
+    UPCAST: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+    N_ROUNDS: tl.constexpr,
+):
+    """``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)`` with ``z`` accumulated in fp32."""
+    pid = tl.program_id(0)
+    num_b_tiles = tl.cdiv(B, BLOCK_SIZE_B)
+    num_v_tiles = tl.cdiv(V, BLOCK_SIZE_V)
+    pid_b = pid % num_b_tiles
+    pid_v = pid // num_b_tiles
+    rows = pid_b * BLOCK_SIZE_B + tl.arange(0, BLOCK_SIZE_B)
+    cols = pid_v * BLOCK_SIZE_V + tl.arange(0, BLOCK_SIZE_V)
+    row_ok = rows < B
+    col_ok = cols < V
+    rows64 = rows.to(tl.int64)
+    cols64 = cols.to(tl.int64)
+    acc = tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.float32)
+    for k in range(0, D, BLOCK_SIZE_D):
+        ks = k + tl.arange(0, BLOCK_SIZE_D)
+        k_ok = ks < D
+        h = tl.load(
+            h_ptr + rows64[:, None] * stride_hb + ks[None, :] * stride_hd,
+            mask=row_ok[:, None] & k_ok[None, :],
+            other=0.0,
+        )
+        w = tl.load(
+            w_ptr + cols64[None, :] * stride_wv + ks[:, None] * stride_wd,
+            mask=k_ok[:, None] & col_ok[None, :],
+            other=0.0,
+        )
+        if UPCAST:
+            h = h.to(tl.float32)
+            w = w.to(tl.float32)
+        acc = tl.dot(h, w, acc, input_precision=INPUT_PRECISION)
+    inv_temp = tl.load(inv_temp_ptr + rows64, mask=row_ok, other=1.0)
+    perturb_select_store(
+        acc,
+        rows,
+        cols,
+        row_ok,
+        col_ok,
+        inv_temp,
+        seed_lo.to(tl.uint32),
+        seed_hi.to(tl.uint32),
+        num_samples,
+        pid_v,
+        num_v_tiles,
+        part_max_ptr,
+        part_key_ptr,
+        part_idx_ptr,
+        flag_ptr,
+        BLOCK_SIZE_B,
+        BLOCK_SIZE_V,
+        False,
+        N_ROUNDS,
+    )
+
+
+@triton.jit
+def logits_stage1_kernel(
+    z_ptr,
+    inv_temp_ptr,
+    part_max_ptr,
+    part_key_ptr,
+    part_idx_ptr,
+    flag_ptr,
+    B,
+    V,
+    num_samples,
+    seed_lo,
+    seed_hi,
+    stride_zb,
+    stride_zv,
+    BLOCK_SIZE_B: tl.constexpr,
+    BLOCK_SIZE_V: tl.constexpr,
+    N_ROUNDS: tl.constexpr,
+):
+    """``(B,V)`` logits -> per tile argmax_V(z * (1/T) + G); ``-inf`` logits are masked tokens."""
+    pid = tl.program_id(0)
+    num_b_tiles = tl.cdiv(B, BLOCK_SIZE_B)
+    num_v_tiles = tl.cdiv(V, BLOCK_SIZE_V)
+    pid_b = pid % num_b_tiles
+    pid_v = pid // num_b_tiles
+    rows = pid_b * BLOCK_SIZE_B + tl.arange(0, BLOCK_SIZE_B)
+    cols = pid_v * BLOCK_SIZE_V + tl.arange(0, BLOCK_SIZE_V)
+    row_ok = rows < B
+    col_ok = cols < V
+    rows64 = rows.to(tl.int64)
+    cols64 = cols.to(tl.int64)
+    z = tl.load(
+        z_ptr + rows64[:, None] * stride_zb + cols64[None, :] * stride_zv,
+        mask=row_ok[:, None] & col_ok[None, :],
+        other=float("-inf"),
+    ).to(tl.float32)
+    inv_temp = tl.load(inv_temp_ptr + rows64, mask=row_ok, other=1.0)
+    perturb_select_store(
+        z,
+        rows,
+        cols,
+        row_ok,
+        col_ok,
+        inv_temp,
+        seed_lo.to(tl.uint32),
+        seed_hi.to(tl.uint32),
+        num_samples,
+        pid_v,
+        num_v_tiles,
+        part_max_ptr,
+        part_key_ptr,
+        part_idx_ptr,
+        flag_ptr,
+        BLOCK_SIZE_B,
+        BLOCK_SIZE_V,
+        True,
+        N_ROUNDS,
+    )
+
+
+def allocate_partials(B: int, S: int, T: int, device) -> tuple[torch.Tensor, ...]:
+    """Candidate buffers ``[B, S, T]`` (max fp32, key int64, index int64) and flags ``[B, T]``."""
+    return (
+        torch.empty((B, S, T), dtype=torch.float32, device=device),
+        torch.empty((B, S, T), dtype=torch.int64, device=device),
+        torch.empty((B, S, T), dtype=torch.int64, device=device),
+        torch.empty((B, T), dtype=torch.int32, device=device),
+    )
+
+
+def launch_fused_stage1(hidden, weight, inv_temp, seed_lo, seed_hi, num_samples, tiles: TileConfig, n_rounds: int = 10):
+    """Allocate the partial buffers and launch stage 1 on ``hidden [B, D]`` and ``weight [V, D]``."""
+    B, D = hidden.shape
+    V = weight.shape[0]
+    T = triton.cdiv(V, tiles.block_v)
+    parts = allocate_partials(B, num_samples, T, hidden.device)
+    grid = (triton.cdiv(B, tiles.block_b) * T,)
+    upcast = UPCAST_DOT or hidden.dtype == torch.float32 or weight.dtype == torch.float32
+    fused_stage1_kernel[grid](
+        hidden, weight, inv_temp, *parts,
+        B, V, D, num_samples, seed_lo, seed_hi,
+        hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
+        BLOCK_SIZE_B=tiles.block_b, BLOCK_SIZE_V=tiles.block_v, BLOCK_SIZE_D=tiles.block_d,
+        UPCAST=upcast, INPUT_PRECISION="ieee" if upcast else "tf32", N_ROUNDS=n_rounds,
+        num_warps=tiles.num_warps, num_stages=tiles.num_stages,
+    )  # fmt: skip
+    return parts
+
+
+def launch_logits_stage1(logits, inv_temp, seed_lo, seed_hi, num_samples, block_b: int, block_v: int, n_rounds: int = 10):
+    """Allocate the partial buffers and launch stage 1 on ``logits [B, V]``."""
+    B, V = logits.shape
+    T = triton.cdiv(V, block_v)
+    parts = allocate_partials(B, num_samples, T, logits.device)
+    grid = (triton.cdiv(B, block_b) * T,)
+    logits_stage1_kernel[grid](
+        logits, inv_temp, *parts,
+        B, V, num_samples, seed_lo, seed_hi,
+        logits.stride(0), logits.stride(1),
+        BLOCK_SIZE_B=block_b, BLOCK_SIZE_V=block_v, N_ROUNDS=n_rounds,
+    )  # fmt: skip
+    return parts

@@ -1,0 +1,201 @@
+"""The counter-based noise generator: Triton device functions and their NumPy twin.
+
+The random-number contract
+--------------------------
+A *seed* is an integer in ``[0, 2**64)``.  The noise of one (seed, row, vocabulary index, sample)
+is a pure function of those four numbers and of nothing else (not of tile shapes, grid size,
+launch layout, shard layout or world size)::
+
+    (w0, w1, w2, w3) = Philox4x32-10(counter=(index, row, sample, stream), key=(seed_lo, seed_hi))
+
+with ``index`` the *global* vocabulary index, ``row`` the row of the batch, ``sample`` the sample
+number and ``stream`` a tag (``STREAM_TOKEN = 0`` for the token noise, ``STREAM_GROUP = 1`` for the
+noise that picks a group in the grouped variants).  Philox is a bijection of the 128-bit counter
+for a fixed key, so no two distinct (row, index, sample, stream) of one seed share a block; seeds
+``s`` and ``s + 1`` are different keys, so their streams do not overlap.  Limits: index, row and
+sample each below ``2**32``.
+
+From the words we build:
+
+* a 64-bit integer ``k = w1 * 2**32 + w0``, uniform on ``[0, 2**64)``;
+* the exponential variate ``E = -log(U)`` with ``U = (k + 1/2) / 2**64`` in ``(0, 1)``, computed
+  from the side of ``U`` where floating point is accurate (see :func:`exponential_from_bits`);
+* the Gumbel variate ``G = -log(E)``;
+* a tie-break key ``w2``: among exactly equal float32 scores the one with the larger ``w2`` wins,
+  so exact ties are broken uniformly at random instead of towards the lower index.
+
+``G`` lies in ``[-log(45.06), 65 log 2] = [-3.81, 45.06]``: never +inf, -inf or NaN.  The largest
+noise value, 45.06 nats, is reached when ``k`` is 0 or ``2**64 - 1``; public samplers built on
+24-bit or 31-bit uniforms stop at 16.6 and 21.5 nats.
+
+Float32 arithmetic, and the twin
+--------------------------------
+The kernel computes ``E`` and ``G`` in float32 with the operation order written in
+:func:`exponential_from_bits`.  The NumPy twin (:func:`philox4x32_np`, :func:`gumbel_np`)
+computes the same 32-bit integers bit for bit and the same float32 operations in the same order.
+In the Triton interpreter both run through NumPy and agree bit for bit; compiled on a GPU, ``log``
+may differ from NumPy's in the last unit in the last place, so the documented bound is
+``|G_kernel - G_twin| <= NOISE_ABS_TOL + NOISE_REL_TOL * |G_twin|`` (measured on the H200: see
+``benchmarks/NOTES.md``).
+
+References
+----------
+J. K. Salmon, M. A. Moraes, R. O. Dror, D. E. Shaw, "Parallel random numbers: as easy as 1, 2,
+3", SC 2011 (Philox4x32-10, its constants and known-answer vectors).
+D. Goldberg, "What every computer scientist should know about floating-point arithmetic",
+ACM Computing Surveys 23(1), 1991, Theorem 4 (accurate ``log1p`` from ``log``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import triton
+import triton.language as tl
+
+from . import _device  # noqa: F401  (sets TRITON_INTERPRET before the kernels are defined)
+
+PHILOX_ROUNDS = 10
+PHILOX_M0 = 0xD2511F53
+PHILOX_M1 = 0xCD9E8D57
+PHILOX_W0 = 0x9E3779B9
+PHILOX_W1 = 0xBB67AE85
+
+STREAM_TOKEN = 0
+STREAM_GROUP = 1
+
+#: The largest Gumbel value the generator can return: -log(-log1p(-2**-65)) = 65 log 2.
+MAX_NOISE = 65.0 * float(np.log(2.0))
+#: Bound on |G_kernel - G_twin| in float32 (compiled GPU log vs NumPy log); see module docstring.
+NOISE_ABS_TOL = 2.0**-20
+NOISE_REL_TOL = 2.0**-20
+
+# Below this value of X the series for -log1p(-X) is not used: Goldberg's formula handles it.
+_TWO_M32 = 2.0**-32
+_TWO_M64 = 2.0**-64
+_TWO_M65 = 2.0**-65
+
+
+def split_seed(seed: int) -> tuple[int, int]:
+    """Split a 64-bit seed into the Philox key words ``(lo, hi)``."""
+    return seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+
+
+# --------------------------------------------------------------------------------------------
+# Triton device functions
+# --------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def philox4x32(c0, c1, c2, c3, k0, k1, N_ROUNDS: tl.constexpr):
+    """Philox4x32 with ``N_ROUNDS`` rounds on uint32 counters ``c0..c3`` and key ``(k0, k1)``."""
+    for _ in tl.static_range(N_ROUNDS):
+        a0 = c0
+        a2 = c2
+        c0 = tl.umulhi(0xCD9E8D57, a2) ^ c1 ^ k0
+        c2 = tl.umulhi(0xD2511F53, a0) ^ c3 ^ k1
+        c1 = tl.mul(a2, 0xCD9E8D57, sanitize_overflow=False)
+        c3 = tl.mul(a0, 0xD2511F53, sanitize_overflow=False)
+        k0 = tl.add(k0, 0x9E3779B9, sanitize_overflow=False)
+        k1 = tl.add(k1, 0xBB67AE85, sanitize_overflow=False)
+    return c0, c1, c2, c3
+
+
+@triton.jit
+def exponential_from_bits(w0, w1):
+    """``E = -log(U)``, ``U = (w1 * 2**32 + w0 + 1/2) / 2**64``, in float32, never 0 or inf.
+
+    Let ``b`` be the top bit of ``w1``.  If ``b = 1``, ``U >= 1/2``: we form ``X = 1 - U`` from the
+    complemented bits (exactly representable to 24 bits, as small as ``2**-65``) and return
+    ``-log1p(-X)`` by Goldberg's formula ``log1p(x) = log(1 + x) * x / ((1 + x) - 1)``.  If
+    ``b = 0``, ``U < 1/2`` is formed directly and ``-log(U)`` is accurate.  ``X`` and ``U`` are
+    both built as ``m1 * 2**-32 + (m0 * 2**-64 + 2**-65)``: products by powers of two are exact,
+    so fused multiply-adds give the same result as separate operations.
+    """
+    top = w1 >> 31
+    # (x ^ 0xFFFFFFFF is ~x: the interpreter's ~ fails on uint32.)
+    m1 = tl.where(top == 1, w1 ^ 0xFFFFFFFF, w1) & 0x7FFFFFFF
+    m0 = tl.where(top == 1, w0 ^ 0xFFFFFFFF, w0)
+    low = m0.to(tl.float32) * 5.421010862427522e-20 + 2.710505431213761e-20
+    x = m1.to(tl.float32) * 2.3283064365386963e-10 + low
+    # top == 0: x is U itself.  top == 1: x is 1 - U, and y = 1 - x is the rounded U.
+    y = 1.0 - x
+    arg = tl.where(top == 1, y, x)
+    neg_log = -tl.log(arg)
+    ratio = tl.math.div_rn(x, tl.where(y == 1.0, 1.0, 1.0 - y))
+    e_near_one = tl.where(y == 1.0, x, neg_log * ratio)
+    return tl.where(top == 1, e_near_one, neg_log)
+
+
+@triton.jit
+def token_noise(k0, k1, row, index, sample, stream, N_ROUNDS: tl.constexpr):
+    """Gumbel noise and tie-break key for uint32 ``(row, index, sample, stream)`` under key ``(k0, k1)``.
+
+    Returns ``(G, key)``: ``G = -log(E)`` float32 in ``[-3.81, 45.06]``, ``key`` uint32.
+    """
+    w0, w1, w2, w3 = philox4x32(index, row, sample, stream, k0, k1, N_ROUNDS)
+    e = exponential_from_bits(w0, w1)
+    return -tl.log(e), w2
+
+
+# --------------------------------------------------------------------------------------------
+# NumPy twin
+# --------------------------------------------------------------------------------------------
+
+
+def philox4x32_np(c0, c1, c2, c3, k0, k1, rounds: int = PHILOX_ROUNDS):
+    """Philox4x32 on NumPy arrays; the same integers as :func:`philox4x32`, bit for bit.
+
+    Counters broadcast against each other; keys are scalars in ``[0, 2**32)``.
+    """
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint32) for c in np.broadcast_arrays(c0, c1, c2, c3))
+    m0 = np.uint64(PHILOX_M0)
+    m1 = np.uint64(PHILOX_M1)
+    mask = np.uint64(0xFFFFFFFF)
+    k0 = int(k0) & 0xFFFFFFFF
+    k1 = int(k1) & 0xFFFFFFFF
+    for _ in range(rounds):
+        p0 = c0.astype(np.uint64) * m0
+        p1 = c2.astype(np.uint64) * m1
+        hi0 = (p0 >> np.uint64(32)).astype(np.uint32)
+        hi1 = (p1 >> np.uint64(32)).astype(np.uint32)
+        lo0 = (p0 & mask).astype(np.uint32)
+        lo1 = (p1 & mask).astype(np.uint32)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ np.uint32(k0), lo1, hi0 ^ c3 ^ np.uint32(k1), lo0
+        k0 = (k0 + PHILOX_W0) & 0xFFFFFFFF
+        k1 = (k1 + PHILOX_W1) & 0xFFFFFFFF
+    return c0, c1, c2, c3
+
+
+def exponential_from_bits_np(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
+    """NumPy twin of :func:`exponential_from_bits`: the same float32 operations in the same order."""
+    f32 = np.float32
+    top = w1 >> np.uint32(31)
+    m1 = np.where(top == 1, ~w1, w1) & np.uint32(0x7FFFFFFF)
+    m0 = np.where(top == 1, ~w0, w0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low = m0.astype(f32) * f32(_TWO_M64) + f32(_TWO_M65)
+        x = m1.astype(f32) * f32(_TWO_M32) + low
+        y = f32(1.0) - x
+        arg = np.where(top == 1, y, x)
+        neg_log = -np.log(arg)
+        ratio = x / np.where(y == f32(1.0), f32(1.0), f32(1.0) - y)
+        e_near_one = np.where(y == f32(1.0), x, neg_log * ratio)
+    return np.where(top == 1, e_near_one, neg_log).astype(f32)
+
+
+def token_noise_np(seed: int, row, index, sample, stream: int = STREAM_TOKEN):
+    """NumPy twin of :func:`token_noise`: ``(G float32, key uint32)`` broadcast over the counters."""
+    k0, k1 = split_seed(int(seed))
+    w0, w1, w2, _ = philox4x32_np(index, row, sample, stream, k0, k1)
+    e = exponential_from_bits_np(w0, w1)
+    return (-np.log(e)).astype(np.float32), w2
+
+
+def exponential_exact(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
+    """Float64 value of ``-log(U)`` for the same bits, from exact integer arithmetic (for bounds)."""
+    k = w1.astype(np.uint64) << np.uint64(32) | w0.astype(np.uint64)
+    top = (w1 >> np.uint32(31)) == 1
+    # X = 1 - U for top bits set, else U; both < 1/2 and computed from the integer in float64.
+    comp = np.where(top, ~k, k)
+    x = comp.astype(np.float64) * _TWO_M64 + _TWO_M65
+    return np.where(top, -np.log1p(-x), -np.log(x))

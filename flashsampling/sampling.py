@@ -1,0 +1,162 @@
+"""Public entry points: exact sampling from ``softmax(h @ W.T / T)`` without writing the logits.
+
+Random-number contract
+----------------------
+``seed`` is an int in ``[0, 2**64)``.  The noise of token ``v`` in row ``b`` for sample ``s`` is a
+pure function of ``(seed, b, v, s)`` (:mod:`flashsampling.noise`), so the tokens do not depend on
+tile sizes, grid or launch layout: the same call gives the same tokens on every configuration
+(bit for bit on one device; across devices up to near-ties, see ``tests/test_replay.py``).
+``seed=None`` draws a fresh 64-bit seed from torch's default CPU generator (so
+``torch.manual_seed`` makes it reproducible).  A caller who passes seeds must not reuse one seed for
+two decoding steps of the same rows: the noise would repeat.  Rows are keyed by their position in
+the batch; to give requests independent streams across steps, vary the seed per step.
+
+Checks
+------
+Shape, dtype and device checks are always on.  ``host_checks=True`` (the default) adds the checks
+that read device memory on the host (one synchronization): NaN or infinite logits found by the
+kernel during its own pass (never an extra read of ``W``), ``z / T`` overflowing float32, rows with
+no finite logit, and invalid per-row temperatures.  ``host_checks=False`` is for serving; the
+tokens are then still always in ``[0, V)``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _validate as check
+from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1
+from .kernels.reduce import reduce_tiles
+from .kernels.select import FLAG_BAD_LOGIT, FLAG_NO_FINITE, FLAG_OVERFLOW
+from .noise import split_seed
+
+
+def _raise_on_flags(flags: torch.Tensor, what: str) -> None:
+    row_flags = flags.amax(dim=1) if flags.dim() == 2 else flags
+    if not bool(row_flags.any()):
+        return
+    bad = torch.nonzero(row_flags).flatten().tolist()
+    f = int(row_flags[bad[0]])
+    rows = ", ".join(map(str, bad[:8])) + (" ..." if len(bad) > 8 else "")
+    if f & FLAG_BAD_LOGIT:
+        raise ValueError(f"{what} contain NaN or infinite values in row(s) {rows}")
+    if f & FLAG_OVERFLOW:
+        raise ValueError(f"{what} divided by temperature overflow float32 in row(s) {rows}; raise the temperature or use 0 (greedy)")
+    if f & FLAG_NO_FINITE:
+        raise ValueError(f"{what}: row(s) {rows} have no finite logit (every token is masked)")
+
+
+def sample(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    *,
+    temperature: float | torch.Tensor = 1.0,
+    seed: int | None = None,
+    num_samples: int = 1,
+    host_checks: bool = True,
+    tiles: TileConfig | None = None,
+) -> torch.Tensor:
+    """Sample tokens from ``softmax(hidden @ weight.T / temperature)`` without writing the logits.
+
+    The logits ``z = h @ W.T`` are computed tile by tile in fp32; each tile adds Gumbel noise to
+    ``z / T`` and keeps its maximum; a second pass takes the maximum over tiles.  By the Gumbel-max
+    theorem and argmax decomposition the result is distributed exactly as the softmax of the fp32
+    logits (``proofs/``).
+
+    Parameters
+    ----------
+    hidden : torch.Tensor, shape (B, D), bf16/fp16/fp32
+    weight : torch.Tensor, shape (V, D), same dtype and device as ``hidden``
+    temperature : float or torch.Tensor of shape (B,)
+        ``0`` means greedy (argmax; exact ties broken at random).  Must be finite and ``>= 0``.
+    seed : int in [0, 2**64) or None
+    num_samples : int >= 1
+        Independent samples per row.
+    host_checks : bool
+        Run the checks that synchronize with the device (see module docstring).
+    tiles : TileConfig or None
+        Override the tile choice (tests use this to show tile invariance).
+
+    Returns
+    -------
+    torch.Tensor, int64, shape (B, num_samples), values in [0, V)
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad arguments (named in the message); NaN/inf logits when ``host_checks``.
+    """
+    check.check_tensor("hidden", hidden, ndim=2)
+    check.check_tensor("weight", weight, ndim=2)
+    device = check.check_same_device(hidden=hidden, weight=weight)
+    if hidden.dtype != weight.dtype:
+        raise TypeError(f"hidden.dtype={hidden.dtype} and weight.dtype={weight.dtype} must match")
+    B, D = hidden.shape
+    V, D_w = weight.shape
+    if D != D_w:
+        raise ValueError(f"hidden has D={D} columns but weight has D={D_w}; shapes are (B, D) and (V, D)")
+    check.check_nonempty("hidden", B, "B")
+    check.check_nonempty("weight", V, "V")
+    check.check_nonempty("hidden", D, "D")
+    check.check_counter("V", V)
+    check.check_counter("B", B)
+    S = check.check_num_samples(num_samples)
+    seed = check.check_seed(seed)
+    inv_temp, _ = check.check_temperature(temperature, B, device, host_checks=host_checks)
+    tiles = tiles or default_tiles(B, V, D)
+    lo, hi = split_seed(seed)
+    parts = launch_fused_stage1(hidden, weight, inv_temp, lo, hi, S, tiles)
+    tokens, flags = reduce_tiles(*parts, V)
+    if host_checks:
+        _raise_on_flags(flags, "logits hidden @ weight.T")
+    return tokens
+
+
+def sample_from_logits(
+    logits: torch.Tensor,
+    *,
+    temperature: float | torch.Tensor = 1.0,
+    seed: int | None = None,
+    num_samples: int = 1,
+    host_checks: bool = True,
+    block_b: int | None = None,
+    block_v: int | None = None,
+) -> torch.Tensor:
+    """Sample from ``softmax(logits / temperature)`` with the same noise path as :func:`sample`.
+
+    For the same seed, ``sample_from_logits(h @ W.T)`` and ``sample(h, W)`` return the same tokens
+    wherever the two fp32 logit computations agree (they differ only in accumulation order).
+
+    Parameters
+    ----------
+    logits : torch.Tensor, shape (B, V), bf16/fp16/fp32
+        ``-inf`` masks a token; NaN and ``+inf`` are errors (with ``host_checks``).
+    temperature, seed, num_samples, host_checks
+        As in :func:`sample`.
+    block_b, block_v : int or None
+        Tile sizes (powers of two); the tokens do not depend on them.
+
+    Returns
+    -------
+    torch.Tensor, int64, shape (B, num_samples)
+    """
+    check.check_tensor("logits", logits, ndim=2)
+    B, V = logits.shape
+    check.check_nonempty("logits", B, "B")
+    check.check_nonempty("logits", V, "V")
+    check.check_counter("V", V)
+    check.check_counter("B", B)
+    S = check.check_num_samples(num_samples)
+    seed = check.check_seed(seed)
+    inv_temp, _ = check.check_temperature(temperature, B, logits.device, host_checks=host_checks)
+    bb = block_b or min(4, 1 << (B - 1).bit_length())
+    bv = block_v or (1024 if V > 512 else max(16, 1 << (V - 1).bit_length()))
+    for name, v in (("block_b", bb), ("block_v", bv)):
+        if v < 1 or v & (v - 1):
+            raise ValueError(f"{name}={v} must be a power of two")
+    lo, hi = split_seed(seed)
+    parts = launch_logits_stage1(logits, inv_temp, lo, hi, S, bb, bv)
+    tokens, flags = reduce_tiles(*parts, V)
+    if host_checks:
+        _raise_on_flags(flags, "logits")
+    return tokens

@@ -1,0 +1,104 @@
+"""The NumPy twin of the fused kernel's selection rule, vectorized for large-sample statistics.
+
+Given float32 logits ``z`` (what the kernel computes in its accumulator) the kernel returns, per
+row and sample, the index maximizing the float32 score ``s_i = z_i * (1/T) + G_i`` (``s_i = z_i`` for
+a greedy row), ties in ``s`` broken by the larger tie-break key ``w2`` (see
+:mod:`flashsampling.noise`).  This module computes exactly that, so that
+``tests/test_replay.py`` can bind kernel and twin bit for bit and the statistical battery can draw
+millions of samples on the CPU from code proven equal to the kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .noise import STREAM_TOKEN, token_noise_np
+
+
+def inverse_temperature32(temperature, num_rows: int) -> np.ndarray:
+    """float32 ``1/T`` per row as the launcher computes it (0 marks a greedy row)."""
+    t = np.broadcast_to(np.asarray(temperature, dtype=np.float32), (num_rows,))
+    with np.errstate(divide="ignore"):
+        return np.where(t > 0, np.float32(1.0) / np.where(t > 0, t, np.float32(1.0)), np.float32(0.0)).astype(np.float32)
+
+
+def select(scores: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Row-wise argmax of ``scores`` with exact ties broken by the larger ``keys`` (uint32)."""
+    m = scores.max(axis=-1, keepdims=True)
+    hit = scores == m
+    k = np.where(hit, keys.astype(np.int64), -1)
+    return np.argmax(k, axis=-1)
+
+
+def sample_twin(
+    logits,
+    temperature=1.0,
+    *,
+    seed: int,
+    num_samples: int = 1,
+    row_offset: int = 0,
+    sample_offset: int = 0,
+    chunk_elements: int = 1 << 15,
+) -> np.ndarray:
+    """Tokens the fused kernel returns for float32 ``logits`` of shape (B, V), computed in NumPy.
+
+    Parameters
+    ----------
+    logits : array, shape (B, V)
+        Converted to float32 (the kernel's accumulator precision).  ``-inf`` masks a token.
+    temperature : float or array of shape (B,)
+        ``0`` means greedy.
+    seed : int
+        The 64-bit seed given to the kernel.
+    num_samples : int
+        Samples per row; sample ``s`` uses noise counter ``sample_offset + s``.
+    row_offset : int
+        Global row number of the first row (the noise is keyed by the global row).
+    chunk_elements : int
+        Work size per NumPy step (memory control only; the result does not depend on it).
+
+    Returns
+    -------
+    numpy.ndarray, int64, shape (B, num_samples)
+    """
+    z = np.atleast_2d(np.asarray(logits, dtype=np.float32))
+    b, v = z.shape
+    inv = inverse_temperature32(temperature, b)[:, None]
+    out = np.empty((b, num_samples), dtype=np.int64)
+    cols = np.arange(v, dtype=np.uint32)[None, :]
+    rows_per_chunk = max(1, chunk_elements // max(v, 1))
+    for s in range(num_samples):
+        for r0 in range(0, b, rows_per_chunk):
+            r1 = min(b, r0 + rows_per_chunk)
+            rows = np.arange(row_offset + r0, row_offset + r1, dtype=np.uint32)[:, None]
+            g, key = token_noise_np(seed, rows, cols, sample_offset + s, STREAM_TOKEN)
+            zz = z[r0:r1]
+            ii = inv[r0:r1]
+            with np.errstate(over="ignore", invalid="ignore"):
+                sc = np.where(ii == 0, zz, zz * ii + g).astype(np.float32)
+            out[r0:r1, s] = select(sc, key)
+    return out
+
+
+def sample_twin_many(logits_row, temperature: float, *, seed: int, num_samples: int, chunk_elements: int = 1 << 15) -> np.ndarray:
+    """Many samples of one row (shape (V,)) with the kernel's rule; returns int64 (num_samples,).
+
+    Vectorized over samples: sample ``s`` of row 0 uses counter ``(index, 0, s)``, exactly as
+    ``sample_twin(logits_row[None], ..., num_samples=num_samples)[0]``.
+    """
+    z = np.asarray(logits_row, dtype=np.float32)[None, :]
+    v = z.shape[1]
+    inv = inverse_temperature32(temperature, 1)[0]
+    cols = np.arange(v, dtype=np.uint32)[None, :]
+    out = np.empty(num_samples, dtype=np.int64)
+    per = max(1, chunk_elements // max(v, 1))
+    for s0 in range(0, num_samples, per):
+        s1 = min(num_samples, s0 + per)
+        smp = np.arange(s0, s1, dtype=np.uint32)[:, None]
+        g, key = token_noise_np(seed, 0, cols, smp, STREAM_TOKEN)
+        with np.errstate(over="ignore", invalid="ignore"):
+            sc = z if inv == 0 else (z * inv + g).astype(np.float32)
+        if inv == 0:
+            sc = np.broadcast_to(z, g.shape)
+        out[s0:s1] = select(sc, key)
+    return out

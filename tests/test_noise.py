@@ -1,0 +1,120 @@
+"""The noise generator: Philox known answers, kernel = twin bit for bit, range, key independence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import flashsampling
+from flashsampling.noise import (
+    MAX_NOISE,
+    NOISE_ABS_TOL,
+    NOISE_REL_TOL,
+    exponential_exact,
+    exponential_from_bits_np,
+    philox4x32_np,
+    split_seed,
+    token_noise,
+    token_noise_np,
+)
+
+
+@triton.jit
+def _noise_table_kernel(out_ptr, key_ptr, k0, k1, row0, sample, N: tl.constexpr, V: tl.constexpr):
+    r = tl.program_id(0)
+    idx = tl.arange(0, V)
+    zeros = tl.zeros([V], dtype=tl.uint32)
+    c_row = (tl.zeros([V], dtype=tl.int32) + row0 + r).to(tl.uint32)
+    c_smp = (tl.zeros([V], dtype=tl.int32) + sample).to(tl.uint32)
+    g, key = token_noise(k0.to(tl.uint32), k1.to(tl.uint32), c_row, idx.to(tl.uint32), c_smp, zeros, N)
+    tl.store(out_ptr + r * V + idx, g)
+    tl.store(key_ptr + r * V + idx, key.to(tl.int64))
+
+
+def kernel_noise(seed: int, rows: int, v: int, sample: int, device) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = split_seed(seed)
+    out = torch.empty((rows, v), dtype=torch.float32, device=device)
+    key = torch.empty((rows, v), dtype=torch.int64, device=device)
+    _noise_table_kernel[(rows,)](out, key, lo, hi, 0, sample, N=10, V=v)
+    return out.cpu().numpy(), key.cpu().numpy()
+
+
+@pytest.mark.parametrize(
+    "ctr, key, expected",
+    [
+        ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+        ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+        (
+            (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
+            (0xA4093822, 0x299F31D0),
+            (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
+        ),
+    ],
+    ids=["zeros", "ones", "pi"],
+)
+def test_philox_known_answers(ctr, key, expected):
+    """Random123's known-answer vectors for Philox4x32-10."""
+    out = philox4x32_np(*ctr, *key)
+    assert tuple(int(x) for x in out) == expected
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2**64 - 1, 0x9E3779B97F4A7C15])
+def test_kernel_noise_equals_twin(seed, device):
+    g_k, key_k = kernel_noise(seed, rows=3, v=256, sample=5, device=device)
+    g_t, key_t = token_noise_np(seed, np.arange(3, dtype=np.uint32)[:, None], np.arange(256, dtype=np.uint32)[None, :], 5)
+    np.testing.assert_array_equal(key_k, key_t.astype(np.int64))
+    if flashsampling.INTERPRET:
+        np.testing.assert_array_equal(g_k.view(np.uint32), g_t.view(np.uint32))
+    else:
+        np.testing.assert_allclose(g_k, g_t, rtol=NOISE_REL_TOL, atol=NOISE_ABS_TOL)
+
+
+def test_noise_never_infinite_at_extreme_bits():
+    """k = 0, 2**64 - 1 and the branch edges give finite noise; the extremes are +-MAX values."""
+    w = np.array([0, 0xFFFFFFFF, 0x7FFFFFFF, 0x80000000, 1, 0xFFFFFFFE], dtype=np.uint32)
+    w0, w1 = np.meshgrid(w, w)
+    e = exponential_from_bits_np(w0.ravel(), w1.ravel())
+    g = -np.log(e)
+    assert np.all(np.isfinite(g)) and np.all(e > 0)
+    assert g.max() == pytest.approx(MAX_NOISE, rel=1e-6)
+    assert g.min() > -np.log(46.0)
+
+
+def test_noise_float32_close_to_exact():
+    """Float32 E is within a few ulp of the float64 value from exact integer arithmetic."""
+    rng = np.random.default_rng(7)
+    w0 = rng.integers(0, 2**32, size=200_000, dtype=np.uint32)
+    w1 = rng.integers(0, 2**32, size=200_000, dtype=np.uint32)
+    # adversarial: near 0, near 2**64, near the branch point 2**63
+    w1[:1000] = rng.integers(0, 4, 1000)
+    w1[1000:2000] = 0xFFFFFFFF - rng.integers(0, 4, 1000)
+    w1[2000:3000] = 0x80000000 - rng.integers(0, 2, 1000) .astype(np.uint32)
+    e32 = exponential_from_bits_np(w0, w1).astype(np.float64)
+    e64 = exponential_exact(w0, w1)
+    rel = np.abs(e32 / e64 - 1.0)
+    assert rel.max() < 8 * 2.0**-24, rel.max()
+
+
+def test_streams_distinct_across_row_index_sample_seed():
+    """No two of (seed, row, index, sample) share the 128-bit block: compare many."""
+    rows, idx, smp = np.meshgrid(np.arange(8), np.arange(64), np.arange(8), indexing="ij")
+    blocks = []
+    for seed in (0, 1):
+        k0, k1 = split_seed(seed)
+        w = philox4x32_np(idx.ravel(), rows.ravel(), smp.ravel(), 0, k0, k1)
+        blocks.append(np.stack(w, axis=1))
+    allb = np.concatenate(blocks)
+    packed = allb.view(np.dtype((np.void, 16)))
+    assert len(np.unique(packed)) == len(allb)
+
+
+def test_noise_is_gumbel():
+    """KS test of 10^6 twin noise values against Gumbel(0, 1); alpha = 1e-6."""
+    from scipy import stats
+
+    g, _ = token_noise_np(3, np.arange(1000, dtype=np.uint32)[:, None], np.arange(1000, dtype=np.uint32)[None, :], 0)
+    res = stats.kstest(g.ravel().astype(np.float64), stats.gumbel_r.cdf)
+    assert res.pvalue > 1e-6, res
