@@ -106,7 +106,7 @@ def sample(
     tiles = tiles or default_tiles(B, V, D)
     lo, hi = split_seed(seed)
     parts = launch_fused_stage1(hidden, weight, inv_temp, lo, hi, S, tiles)
-    tokens, flags = reduce_tiles(*parts, V)
+    tokens, flags = reduce_tiles(*parts[:4], V)
     if host_checks:
         _raise_on_flags(flags, "logits hidden @ weight.T")
     return tokens
@@ -156,7 +156,7 @@ def sample_from_logits(
             raise ValueError(f"{name}={v} must be a power of two")
     lo, hi = split_seed(seed)
     parts = launch_logits_stage1(logits, inv_temp, lo, hi, S, bb, bv)
-    tokens, flags = reduce_tiles(*parts, V)
+    tokens, flags = reduce_tiles(*parts[:4], V)
     if host_checks:
         _raise_on_flags(flags, "logits")
     return tokens

@@ -73,9 +73,11 @@ def fused_stage1_kernel(
     part_key_ptr,
     part_idx_ptr,
     flag_ptr,
+    lse_ptr,
     B,
     V,
     D,
+    col_offset,
     num_samples,
     seed_lo,
     seed_hi,
@@ -89,6 +91,7 @@ def fused_stage1_kernel(
     UPCAST: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
     N_ROUNDS: tl.constexpr,
+    RETURN_LSE: tl.constexpr,
 ):
     """``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)`` with ``z`` accumulated in fp32."""
     pid = tl.program_id(0)
@@ -125,6 +128,7 @@ def fused_stage1_kernel(
         acc,
         rows,
         cols,
+        col_offset,
         row_ok,
         col_ok,
         inv_temp,
@@ -137,10 +141,12 @@ def fused_stage1_kernel(
         part_key_ptr,
         part_idx_ptr,
         flag_ptr,
+        lse_ptr,
         BLOCK_SIZE_B,
         BLOCK_SIZE_V,
         False,
         N_ROUNDS,
+        RETURN_LSE,
     )
 
 
@@ -152,8 +158,10 @@ def logits_stage1_kernel(
     part_key_ptr,
     part_idx_ptr,
     flag_ptr,
+    lse_ptr,
     B,
     V,
+    col_offset,
     num_samples,
     seed_lo,
     seed_hi,
@@ -162,6 +170,7 @@ def logits_stage1_kernel(
     BLOCK_SIZE_B: tl.constexpr,
     BLOCK_SIZE_V: tl.constexpr,
     N_ROUNDS: tl.constexpr,
+    RETURN_LSE: tl.constexpr,
 ):
     """``(B,V)`` logits -> per tile argmax_V(z * (1/T) + G); ``-inf`` logits are masked tokens."""
     pid = tl.program_id(0)
@@ -185,6 +194,7 @@ def logits_stage1_kernel(
         z,
         rows,
         cols,
+        col_offset,
         row_ok,
         col_ok,
         inv_temp,
@@ -197,52 +207,67 @@ def logits_stage1_kernel(
         part_key_ptr,
         part_idx_ptr,
         flag_ptr,
+        lse_ptr,
         BLOCK_SIZE_B,
         BLOCK_SIZE_V,
         True,
         N_ROUNDS,
+        RETURN_LSE,
     )
 
 
-def allocate_partials(B: int, S: int, T: int, device) -> tuple[torch.Tensor, ...]:
-    """Candidate buffers ``[B, S, T]`` (max fp32, key int64, index int64) and flags ``[B, T]``."""
+def allocate_partials(B: int, S: int, T: int, device, return_lse: bool = False) -> tuple[torch.Tensor, ...]:
+    """Candidate buffers ``[B, S, T]`` (max fp32, key int64, global index int64), flags ``[B, T]``
+    and, with ``return_lse``, the tiles' log-masses ``[B, T]`` fp32 (else a 1-element dummy)."""
     return (
         torch.empty((B, S, T), dtype=torch.float32, device=device),
         torch.empty((B, S, T), dtype=torch.int64, device=device),
         torch.empty((B, S, T), dtype=torch.int64, device=device),
         torch.empty((B, T), dtype=torch.int32, device=device),
+        torch.empty((B, T) if return_lse else (1,), dtype=torch.float32, device=device),
     )
 
 
-def launch_fused_stage1(hidden, weight, inv_temp, seed_lo, seed_hi, num_samples, tiles: TileConfig, n_rounds: int = 10):
-    """Allocate the partial buffers and launch stage 1 on ``hidden [B, D]`` and ``weight [V, D]``."""
+def launch_fused_stage1(
+    hidden, weight, inv_temp, seed_lo, seed_hi, num_samples, tiles: TileConfig, *,
+    col_offset: int = 0, return_lse: bool = False, n_rounds: int = 10,
+):  # fmt: skip
+    """Allocate the buffers and launch stage 1 on ``hidden [B, D]`` and ``weight [V, D]``.
+
+    ``weight`` row ``v`` is global vocabulary index ``col_offset + v`` (a shard of a larger
+    vocabulary).  Returns ``(part_max, part_key, part_idx, flags, lse)`` (see :func:`allocate_partials`).
+    """
     B, D = hidden.shape
     V = weight.shape[0]
     T = triton.cdiv(V, tiles.block_v)
-    parts = allocate_partials(B, num_samples, T, hidden.device)
+    parts = allocate_partials(B, num_samples, T, hidden.device, return_lse)
     grid = (triton.cdiv(B, tiles.block_b) * T,)
     upcast = UPCAST_DOT or hidden.dtype == torch.float32 or weight.dtype == torch.float32
     fused_stage1_kernel[grid](
         hidden, weight, inv_temp, *parts,
-        B, V, D, num_samples, seed_lo, seed_hi,
+        B, V, D, col_offset, num_samples, seed_lo, seed_hi,
         hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
         BLOCK_SIZE_B=tiles.block_b, BLOCK_SIZE_V=tiles.block_v, BLOCK_SIZE_D=tiles.block_d,
-        UPCAST=upcast, INPUT_PRECISION="ieee" if upcast else "tf32", N_ROUNDS=n_rounds,
+        UPCAST=upcast, INPUT_PRECISION="ieee" if upcast else "tf32", N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
         num_warps=tiles.num_warps, num_stages=tiles.num_stages,
     )  # fmt: skip
     return parts
 
 
-def launch_logits_stage1(logits, inv_temp, seed_lo, seed_hi, num_samples, block_b: int, block_v: int, n_rounds: int = 10):
-    """Allocate the partial buffers and launch stage 1 on ``logits [B, V]``."""
+def launch_logits_stage1(
+    logits, inv_temp, seed_lo, seed_hi, num_samples, block_b: int, block_v: int, *,
+    col_offset: int = 0, return_lse: bool = False, n_rounds: int = 10,
+):  # fmt: skip
+    """Allocate the buffers and launch stage 1 on ``logits [B, V]`` (column ``v`` = global index
+    ``col_offset + v``).  Returns ``(part_max, part_key, part_idx, flags, lse)``."""
     B, V = logits.shape
     T = triton.cdiv(V, block_v)
-    parts = allocate_partials(B, num_samples, T, logits.device)
+    parts = allocate_partials(B, num_samples, T, logits.device, return_lse)
     grid = (triton.cdiv(B, block_b) * T,)
     logits_stage1_kernel[grid](
         logits, inv_temp, *parts,
-        B, V, num_samples, seed_lo, seed_hi,
+        B, V, col_offset, num_samples, seed_lo, seed_hi,
         logits.stride(0), logits.stride(1),
-        BLOCK_SIZE_B=block_b, BLOCK_SIZE_V=block_v, N_ROUNDS=n_rounds,
+        BLOCK_SIZE_B=block_b, BLOCK_SIZE_V=block_v, N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
     )  # fmt: skip
     return parts

@@ -6,9 +6,12 @@ For a tile of float32 logits ``z[BLOCK_SIZE_B, BLOCK_SIZE_V]`` and each sample `
     m[b]        = max_v score[b, v]
     j[b]        = the v with score == m[b] and the largest tie-break key w2(seed, b, v, s)
 
-and ``(m, w2, global index)`` is written to the partial buffers at ``[row, sample, tile]``.  The same
+(``G`` keyed by the *global* index ``col_offset + v``, so shards and tensor-parallel ranks see
+the same noise as one device) and ``(m, w2, global index)`` is written to the partial buffers at ``[row, sample, tile]``.  The same
 pass raises per-(row, tile) flags: bit 1 for a NaN or +inf logit (or -inf where ``ALLOW_NEG_INF``
-is false), bit 2 for ``z / T`` overflowing float32.  Stage 2 (:mod:`.reduce`) reduces over tiles.
+is false), bit 2 for ``z / T`` overflowing float32.  With ``RETURN_LSE`` the tile's log-mass ``L = logsumexp_v(z / T)`` (fp32, max-shifted; the max of
+``z`` for a greedy row) is written to ``lse[row, tile]`` in the same pass, for the grouped variants.
+Stage 2 (:mod:`.reduce`) reduces over tiles.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ def perturb_select_store(
     z,
     rows,
     cols,
+    col_offset,
     row_ok,
     col_ok,
     inv_temp,
@@ -40,10 +44,12 @@ def perturb_select_store(
     part_key_ptr,
     part_idx_ptr,
     flag_ptr,
+    lse_ptr,
     BLOCK_SIZE_B: tl.constexpr,
     BLOCK_SIZE_V: tl.constexpr,
     ALLOW_NEG_INF: tl.constexpr,
     N_ROUNDS: tl.constexpr,
+    RETURN_LSE: tl.constexpr,
 ):
     """``(B_tile, V_tile)`` fp32 logits -> per (row, sample) the tile's max score, its key and its index."""
     valid = row_ok[:, None] & col_ok[None, :]
@@ -62,9 +68,20 @@ def perturb_select_store(
     rows64 = rows.to(tl.int64)
     tl.store(flag_ptr + rows64 * num_v_tiles + pid_v, flag, mask=row_ok)
 
+    if RETURN_LSE:
+        # The tile's log-mass L = logsumexp(z / T) over its valid tokens (max z for a greedy row).
+        sv = tl.where(valid, tl.where(greedy[:, None], z, scaled), float("-inf"))
+        m_l = tl.max(sv, axis=1)
+        safe = tl.where(m_l == float("-inf"), 0.0, m_l)
+        tot = tl.sum(tl.exp(sv - safe[:, None]), axis=1)
+        lse = tl.where(greedy, m_l, safe + tl.log(tot))
+        lse = tl.where(m_l == float("-inf"), float("-inf"), lse)
+        tl.store(lse_ptr + rows64 * num_v_tiles + pid_v, lse, mask=row_ok)
+
+    gcols = cols.to(tl.int64) + col_offset
     zeros = tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.uint32)
     c_row = zeros + rows.to(tl.uint32)[:, None]
-    c_col = zeros + cols.to(tl.uint32)[None, :]
+    c_col = zeros + gcols.to(tl.uint32)[None, :]
     for smp in range(0, num_samples):
         c_smp = (tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.int32) + smp).to(tl.uint32)
         g, key = token_noise(k0, k1, c_row, c_col, c_smp, zeros, N_ROUNDS)
@@ -75,7 +92,7 @@ def perturb_select_store(
         kk = tl.where(hit, key.to(tl.int64), -1)
         best_key = tl.max(kk, axis=1)
         j = tl.argmax(kk, axis=1)
-        idx = pid_v.to(tl.int64) * BLOCK_SIZE_V + j.to(tl.int64)
+        idx = col_offset + pid_v.to(tl.int64) * BLOCK_SIZE_V + j.to(tl.int64)
         off = (rows64 * num_samples + smp) * num_v_tiles + pid_v
         tl.store(part_max_ptr + off, m, mask=row_ok)
         tl.store(part_key_ptr + off, best_key, mask=row_ok)
