@@ -43,7 +43,7 @@ def check_counter(name: str, value: int) -> None:
 def check_same_device(**tensors: torch.Tensor) -> torch.device:
     devices = {name: t.device for name, t in tensors.items()}
     first = next(iter(devices.values()))
-    for name, dev in devices.items():
+    for dev in devices.values():
         if dev != first:
             listing = ", ".join(f"{n}.device={d}" for n, d in devices.items())
             raise ValueError(f"tensors must be on one device, got {listing}")
@@ -82,7 +82,9 @@ def check_temperature(temperature, batch: int, device: torch.device, *, host_che
     """
     if isinstance(temperature, torch.Tensor):
         if temperature.dim() > 1 or (temperature.dim() == 1 and temperature.shape[0] != batch):
-            raise ValueError(f"temperature must be a number or a tensor of shape [{batch}], got shape {tuple(temperature.shape)}")
+            raise ValueError(
+                f"temperature must be a number or a tensor of shape [{batch}], got shape {tuple(temperature.shape)}"
+            )
         if not temperature.is_floating_point():
             raise TypeError(f"temperature.dtype={temperature.dtype} must be a floating dtype")
         if temperature.device != device:

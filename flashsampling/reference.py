@@ -143,7 +143,9 @@ def perturbed_scores_twin(logits32, inv_temperature32, seed: int, rows, sample: 
     """
     z = np.asarray(logits32, dtype=np.float32)
     r, v = z.shape
-    g, key = token_noise_np(seed, np.asarray(rows, dtype=np.uint32)[:, None], np.arange(v, dtype=np.uint32)[None, :], sample, STREAM_TOKEN)
+    g, key = token_noise_np(
+        seed, np.asarray(rows, dtype=np.uint32)[:, None], np.arange(v, dtype=np.uint32)[None, :], sample, STREAM_TOKEN
+    )
     inv = np.asarray(inv_temperature32, dtype=np.float32)[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
         s = np.where(inv == 0, z, z * inv + g).astype(np.float32)

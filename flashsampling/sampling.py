@@ -41,7 +41,9 @@ def _raise_on_flags(flags: torch.Tensor, what: str) -> None:
     if f & FLAG_BAD_LOGIT:
         raise ValueError(f"{what} contain NaN or infinite values in row(s) {rows}")
     if f & FLAG_OVERFLOW:
-        raise ValueError(f"{what} divided by temperature overflow float32 in row(s) {rows}; raise the temperature or use 0 (greedy)")
+        raise ValueError(
+            f"{what} divided by temperature overflow float32 in row(s) {rows}; raise the temperature or use 0 (greedy)"
+        )
     if f & FLAG_NO_FINITE:
         raise ValueError(f"{what}: row(s) {rows} have no finite logit (every token is masked)")
 

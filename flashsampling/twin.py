@@ -19,7 +19,9 @@ def inverse_temperature32(temperature, num_rows: int) -> np.ndarray:
     """float32 ``1/T`` per row as the launcher computes it (0 marks a greedy row)."""
     t = np.broadcast_to(np.asarray(temperature, dtype=np.float32), (num_rows,))
     with np.errstate(divide="ignore"):
-        return np.where(t > 0, np.float32(1.0) / np.where(t > 0, t, np.float32(1.0)), np.float32(0.0)).astype(np.float32)
+        return np.where(t > 0, np.float32(1.0) / np.where(t > 0, t, np.float32(1.0)), np.float32(0.0)).astype(
+            np.float32
+        )
 
 
 def select(scores: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -80,7 +82,9 @@ def sample_twin(
     return out
 
 
-def sample_twin_many(logits_row, temperature: float, *, seed: int, num_samples: int, chunk_elements: int = 1 << 15) -> np.ndarray:
+def sample_twin_many(
+    logits_row, temperature: float, *, seed: int, num_samples: int, chunk_elements: int = 1 << 15
+) -> np.ndarray:
     """Many samples of one row (shape (V,)) with the kernel's rule; returns int64 (num_samples,).
 
     Vectorized over samples: sample ``s`` of row 0 uses counter ``(index, 0, s)``, exactly as

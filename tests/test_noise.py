@@ -64,7 +64,9 @@ def test_philox_known_answers(ctr, key, expected):
 @pytest.mark.parametrize("seed", [0, 1, 2**64 - 1, 0x9E3779B97F4A7C15])
 def test_kernel_noise_equals_twin(seed, device):
     g_k, key_k = kernel_noise(seed, rows=3, v=256, sample=5, device=device)
-    g_t, key_t = token_noise_np(seed, np.arange(3, dtype=np.uint32)[:, None], np.arange(256, dtype=np.uint32)[None, :], 5)
+    g_t, key_t = token_noise_np(
+        seed, np.arange(3, dtype=np.uint32)[:, None], np.arange(256, dtype=np.uint32)[None, :], 5
+    )
     np.testing.assert_array_equal(key_k, key_t.astype(np.int64))
     if flashsampling.INTERPRET:
         np.testing.assert_array_equal(g_k.view(np.uint32), g_t.view(np.uint32))
@@ -91,7 +93,7 @@ def test_noise_float32_close_to_exact():
     # adversarial: near 0, near 2**64, near the branch point 2**63
     w1[:1000] = rng.integers(0, 4, 1000)
     w1[1000:2000] = 0xFFFFFFFF - rng.integers(0, 4, 1000)
-    w1[2000:3000] = 0x80000000 - rng.integers(0, 2, 1000) .astype(np.uint32)
+    w1[2000:3000] = 0x80000000 - rng.integers(0, 2, 1000).astype(np.uint32)
     e32 = exponential_from_bits_np(w0, w1).astype(np.float64)
     e64 = exponential_exact(w0, w1)
     rel = np.abs(e32 / e64 - 1.0)

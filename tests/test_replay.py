@@ -82,7 +82,11 @@ def test_logits_kernel_equals_twin_exactly(shape, block_v, device):
     temps = np.linspace(0.5, 2.0, b).astype(np.float32)
     seed = 99 + v
     tokens = flashsampling.sample_from_logits(
-        torch.from_numpy(z).to(device), temperature=torch.from_numpy(temps).to(device), seed=seed, num_samples=4, block_v=block_v
+        torch.from_numpy(z).to(device),
+        temperature=torch.from_numpy(temps).to(device),
+        seed=seed,
+        num_samples=4,
+        block_v=block_v,
     )
     expected = sample_twin(z, temps, seed=seed, num_samples=4)
     if flashsampling.INTERPRET:
@@ -101,7 +105,7 @@ def test_tile_invariance(device):
     results = [flashsampling.sample(h, w, seed=77, num_samples=2, tiles=t).cpu() for t in TILES]
     for r in results[1:]:
         assert torch.equal(r, results[0])
-    z = (h.float() @ w.float().T)
+    z = h.float() @ w.float().T
     for bv in (16, 256):
         r = flashsampling.sample_from_logits(z, seed=77, num_samples=2, block_v=bv).cpu()
         assert (r == results[0]).float().mean() >= 0.97  # only fp32 accumulation order differs

@@ -72,7 +72,5 @@ def reduce_tiles(part_max, part_key, part_idx, flags, V: int) -> tuple[torch.Ten
     tokens = torch.empty((B, S), dtype=torch.int64, device=part_max.device)
     row_flags = torch.empty((B, S), dtype=torch.int32, device=part_max.device)
     block_t = min(triton.next_power_of_2(T), 1024)
-    reduce_tiles_kernel[(B * S,)](
-        part_max, part_key, part_idx, flags, tokens, row_flags, S, T, V, BLOCK_SIZE_T=block_t
-    )
+    reduce_tiles_kernel[(B * S,)](part_max, part_key, part_idx, flags, tokens, row_flags, S, T, V, BLOCK_SIZE_T=block_t)
     return tokens, row_flags

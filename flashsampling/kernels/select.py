@@ -7,10 +7,11 @@ For a tile of float32 logits ``z[BLOCK_SIZE_B, BLOCK_SIZE_V]`` and each sample `
     j[b]        = the v with score == m[b] and the largest tie-break key w2(seed, b, v, s)
 
 (``G`` keyed by the *global* index ``col_offset + v``, so shards and tensor-parallel ranks see
-the same noise as one device) and ``(m, w2, global index)`` is written to the partial buffers at ``[row, sample, tile]``.  The same
-pass raises per-(row, tile) flags: bit 1 for a NaN or +inf logit (or -inf where ``ALLOW_NEG_INF``
-is false), bit 2 for ``z / T`` overflowing float32.  With ``RETURN_LSE`` the tile's log-mass ``L = logsumexp_v(z / T)`` (fp32, max-shifted; the max of
-``z`` for a greedy row) is written to ``lse[row, tile]`` in the same pass, for the grouped variants.
+the same noise as one device) and ``(m, w2, global index)`` is written to the partial buffers
+at ``[row, sample, tile]``.  The same pass raises per-(row, tile) flags: bit 1 for a NaN or +inf
+logit (or -inf where ``ALLOW_NEG_INF`` is false), bit 2 for ``z / T`` overflowing float32.  With
+``RETURN_LSE`` the tile's log-mass ``L = logsumexp_v(z / T)`` (fp32, max-shifted; the max of ``z``
+for a greedy row) is written to ``lse[row, tile]`` in the same pass, for the grouped variants.
 Stage 2 (:mod:`.reduce`) reduces over tiles.
 """
 

@@ -1,0 +1,52 @@
+"""Timing helpers shared by the GPU benchmarks: CUDA-event medians, copy bandwidth, baselines."""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+
+def median_ms(fn, *, warmup: int = 5, reps: int = 30) -> float:
+    """Median wall time of ``fn()`` in ms, timed with CUDA events after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def copy_bandwidth_gbs(nbytes: int = 4 << 30) -> float:
+    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written."""
+    a = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    ms = median_ms(lambda: b.copy_(a), warmup=3, reps=20)
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def multinomial_sampler(h, w, temperature: float):
+    logits = h @ w.T
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    return torch.multinomial(probs, 1)
+
+
+def exponential_race_sampler(h, w, temperature: float):
+    """vLLM's torch sampler: argmax(p / E), E ~ Exp(1)."""
+    logits = h @ w.T
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    q = torch.empty_like(probs).exponential_()
+    return probs.div_(q).argmax(dim=-1, keepdim=True)
+
+
+def gumbel_argmax(h, w, temperature: float):
+    logits = (h @ w.T).float() / temperature
+    u = torch.rand_like(logits)
+    return (logits - torch.log(-torch.log(u))).argmax(dim=-1, keepdim=True)

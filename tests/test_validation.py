@@ -1,0 +1,159 @@
+"""Bad input gets a clear error naming the argument; never a silent wrong token."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import flashsampling
+
+
+def _hw(device, b=2, v=40, d=16, dtype=torch.bfloat16):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(b, d, generator=g).to(dtype).to(device), torch.randn(v, d, generator=g).to(dtype).to(device)
+
+
+CASES = [
+    # (id, kwargs-builder, exception, message fragment)
+    ("temperature=-1", lambda h, w: dict(temperature=-1.0), ValueError, "temperature"),
+    ("temperature=nan", lambda h, w: dict(temperature=math.nan), ValueError, "temperature"),
+    ("temperature=inf", lambda h, w: dict(temperature=math.inf), ValueError, "temperature"),
+    ("temperature='1'", lambda h, w: dict(temperature="1"), TypeError, "temperature"),
+    (
+        "temperature=tensor[nan]",
+        lambda h, w: dict(temperature=torch.tensor([1.0, math.nan], device=h.device)),
+        ValueError,
+        "temperature[1]",
+    ),
+    (
+        "temperature=tensor[-1]",
+        lambda h, w: dict(temperature=torch.tensor([-1.0, 1.0], device=h.device)),
+        ValueError,
+        "temperature[0]",
+    ),
+    ("temperature=tensor(shape 3)", lambda h, w: dict(temperature=torch.ones(3, device=h.device)), ValueError, "shape"),
+    (
+        "temperature=int tensor",
+        lambda h, w: dict(temperature=torch.ones(2, dtype=torch.int32, device=h.device)),
+        TypeError,
+        "temperature.dtype",
+    ),
+    ("temperature=1e-45", lambda h, w: dict(temperature=1e-45), ValueError, "too small"),
+    ("seed=-1", lambda h, w: dict(seed=-1), ValueError, "seed"),
+    ("seed=2**64", lambda h, w: dict(seed=2**64), ValueError, "seed"),
+    ("seed=1.5", lambda h, w: dict(seed=1.5), TypeError, "seed"),
+    ("seed=True", lambda h, w: dict(seed=True), TypeError, "seed"),
+    ("num_samples=0", lambda h, w: dict(num_samples=0), ValueError, "num_samples"),
+    ("num_samples=2.0", lambda h, w: dict(num_samples=2.0), TypeError, "num_samples"),
+    ("num_samples=2**32", lambda h, w: dict(num_samples=2**32), ValueError, "num_samples"),
+]
+
+
+@pytest.mark.parametrize("make, exc, msg", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_sample_rejects(make, exc, msg, device):
+    h, w = _hw(device)
+    with pytest.raises(exc, match=msg.replace("[", r"\[").replace("]", r"\]")):
+        flashsampling.sample(h, w, **make(h, w))
+
+
+@pytest.mark.parametrize("make, exc, msg", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_sample_from_logits_rejects(make, exc, msg, device):
+    h, w = _hw(device)
+    z = h.float() @ w.float().T
+    with pytest.raises(exc, match=msg.replace("[", r"\[").replace("]", r"\]")):
+        flashsampling.sample_from_logits(z, **make(h, w))
+
+
+SHAPE_CASES = [
+    ("hidden=list", lambda h, w: ([[1.0]], w), TypeError, "hidden must be a torch.Tensor"),
+    ("hidden 1-D", lambda h, w: (h[0], w), ValueError, "hidden must have 2 dimensions"),
+    ("weight 3-D", lambda h, w: (h, w[None]), ValueError, "weight must have 2 dimensions"),
+    ("D mismatch", lambda h, w: (h, w[:, :8]), ValueError, "D="),
+    ("dtype mismatch", lambda h, w: (h, w.half()), TypeError, "must match"),
+    ("int dtype", lambda h, w: (h.to(torch.int32), w.to(torch.int32)), TypeError, "hidden.dtype"),
+    ("float64", lambda h, w: (h.double(), w.double()), TypeError, "hidden.dtype"),
+    ("B=0", lambda h, w: (h[:0], w), ValueError, "B=0"),
+    ("V=0", lambda h, w: (h, w[:0]), ValueError, "V=0"),
+    ("D=0", lambda h, w: (h[:, :0], w[:, :0]), ValueError, "D=0"),
+]
+
+
+@pytest.mark.parametrize("make, exc, msg", [c[1:] for c in SHAPE_CASES], ids=[c[0] for c in SHAPE_CASES])
+def test_sample_rejects_shapes(make, exc, msg, device):
+    h, w = _hw(device)
+    a, b = make(h, w)
+    with pytest.raises(exc, match=msg):
+        flashsampling.sample(a, b)
+
+
+def test_device_mismatch():
+    h, w = _hw("cpu")
+    meta = w.to("meta")
+    with pytest.raises(ValueError, match="one device"):
+        flashsampling.sample(h, meta)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf], ids=["nan", "+inf"])
+def test_nonfinite_logits_detected_in_kernel(bad, device):
+    z = torch.randn(3, 200, device=device)
+    z[1, 150] = bad
+    with pytest.raises(ValueError, match=r"NaN or infinite values in row\(s\) 1"):
+        flashsampling.sample_from_logits(z, seed=1)
+    tok = flashsampling.sample_from_logits(z, seed=1, host_checks=False)
+    assert int(tok.min()) >= 0 and int(tok.max()) < 200
+
+
+def test_fused_overflow_detected(device):
+    """h @ W.T overflowing to inf inside the kernel's own pass is reported (no extra read of W)."""
+    h = torch.full((2, 16), 60000.0, dtype=torch.float16, device=device)
+    w = torch.full((40, 16), 60000.0, dtype=torch.float16, device=device)
+    h[0] = 0.01
+    with pytest.raises(ValueError, match=r"row\(s\) 1"):
+        flashsampling.sample(h.float(), w.float().mul(1e30), seed=0)
+    tok = flashsampling.sample(h.float(), w.float().mul(1e30), seed=0, host_checks=False)
+    assert int(tok.min()) >= 0 and int(tok.max()) < 40
+
+
+def test_all_masked_row(device):
+    z = torch.randn(2, 50, device=device)
+    z[0] = -math.inf
+    with pytest.raises(ValueError, match="no finite logit"):
+        flashsampling.sample_from_logits(z, seed=1)
+
+
+def test_masked_tokens_never_sampled(device):
+    z = torch.zeros(4, 300, device=device)
+    z[:, ::2] = -math.inf
+    tok = flashsampling.sample_from_logits(z, seed=5, num_samples=20)
+    assert torch.all(tok % 2 == 1)
+
+
+def test_temperature_overflow_detected(device):
+    z = torch.full((1, 20), 3e38, device=device)
+    with pytest.raises(ValueError, match="overflow"):
+        flashsampling.sample_from_logits(z, temperature=0.5, seed=1)
+
+
+def test_int64_offsets_beyond_2_31(device):
+    """Rows whose element offset exceeds 2**31 are addressed correctly (int64 pointer math).
+
+    A half-precision buffer of 2**31 + 3000 elements is allocated but only three rows are touched;
+    the row stride puts row 2 at offset 2**31 + 2 * 7 + ... > 2**31.
+    """
+    if device.type == "cpu":
+        pytest.importorskip("numpy")
+    stride = 2**30 + 7
+    v = 1000
+    try:
+        buf = torch.empty(2 * stride + v, dtype=torch.float16, device=device)
+    except (RuntimeError, MemoryError):
+        pytest.skip("cannot reserve a 4 GiB buffer")
+    z = buf.as_strided((3, v), (stride, 1))
+    z.fill_(-10.0)
+    planted = [3, 517, 999]
+    for r, c in enumerate(planted):
+        z[r, c] = 10.0
+    tok = flashsampling.sample_from_logits(z, temperature=0.0, seed=2, num_samples=2)
+    assert tok.cpu().tolist() == [[c, c] for c in planted]
