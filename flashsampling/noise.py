@@ -66,8 +66,8 @@ STREAM_GROUP = 1
 #: The largest Gumbel value the generator can return: -log(-log1p(-2**-65)) = 65 log 2.
 MAX_NOISE = 65.0 * float(np.log(2.0))
 #: Bound on |G_kernel - G_twin| in float32 (compiled GPU log vs NumPy log); see module docstring.
-NOISE_ABS_TOL = 2.0**-20
-NOISE_REL_TOL = 2.0**-20
+NOISE_ABS_TOL = 2.0**-21
+NOISE_REL_TOL = 2.0**-21
 
 # Below this value of X the series for -log1p(-X) is not used: Goldberg's formula handles it.
 _TWO_M32 = 2.0**-32

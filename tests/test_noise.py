@@ -22,7 +22,7 @@ from flashsampling.noise import (
 )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["k0", "k1", "row0", "sample"])
 def _noise_table_kernel(out_ptr, key_ptr, k0, k1, row0, sample, N: tl.constexpr, V: tl.constexpr):
     r = tl.program_id(0)
     idx = tl.arange(0, V)

@@ -64,7 +64,9 @@ def default_tiles(B: int, V: int, D: int) -> TileConfig:
     return TileConfig(block_b=128, block_v=128, block_d=64, num_warps=8, num_stages=3)
 
 
-@triton.jit
+# Seeds and offsets are data, not shapes: never let Triton specialize them (a seed word equal to 1
+# would otherwise become a constexpr Python int).
+@triton.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset", "num_samples"])
 def fused_stage1_kernel(
     h_ptr,
     w_ptr,
@@ -150,7 +152,7 @@ def fused_stage1_kernel(
     )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset", "num_samples"])
 def logits_stage1_kernel(
     z_ptr,
     inv_temp_ptr,
