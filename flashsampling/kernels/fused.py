@@ -57,15 +57,14 @@ def default_tiles(B: int, V: int, D: int) -> TileConfig:
     """Tile choice by batch size (tuned on the H200: see benchmarks/NOTES.md)."""
     if UPCAST_DOT:  # the interpreter: few, large programs are fastest
         return TileConfig(block_b=16 if B <= 16 else 32, block_v=128, block_d=64)
+    # benchmarks/results/tile_sweep_h200.json (V=151936, D=4096, bf16): best of 6-7 configs per B.
     if B <= 16:
-        return TileConfig(block_b=16, block_v=128, block_d=128, num_warps=4, num_stages=4)
+        return TileConfig(block_b=16, block_v=128, block_d=256, num_warps=4, num_stages=3)
     if B <= 64:
-        return TileConfig(block_b=64, block_v=128, block_d=64, num_warps=4, num_stages=4)
-    return TileConfig(block_b=128, block_v=128, block_d=64, num_warps=8, num_stages=3)
+        return TileConfig(block_b=64, block_v=32, block_d=128, num_warps=4, num_stages=4)
+    return TileConfig(block_b=64, block_v=64, block_d=64, num_warps=4, num_stages=4)
 
 
-# Seeds and offsets are data, not shapes: never let Triton specialize them (a seed word equal to 1
-# would otherwise become a constexpr Python int).
 @triton.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset", "num_samples"])
 def fused_stage1_kernel(
     h_ptr,

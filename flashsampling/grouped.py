@@ -1,0 +1,561 @@
+"""Parallel grouped sampling: a local sample and a log-mass per vocabulary group, then one group draw.
+
+The factorization
+-----------------
+Split the vocabulary into disjoint groups ``V_1, ..., V_K`` (the kernel's vocabulary tiles, or
+caller-given shards of any sizes).  With scaled logits ``s_i = z_i / T``::
+
+    L_k  = logsumexp_{i in V_k} s_i                               group log-mass (fp32 per tile)
+    X_k  = argmax_{i in V_k} (s_i + G_i)                          local Gumbel-max sample (token noise)
+    k*   = argmax_k (L_k + G'_k)                                  group draw, fresh noise G'
+    token = X_{k*}
+
+Then ``P(k* = k) = exp(L_k) / sum_j exp(L_j)`` (Gumbel-max over the groups) and, given ``k* = k``,
+``X_k`` is distributed as ``softmax(s)`` restricted to ``V_k``, because ``G'`` is independent of the
+token noise ``G``.  So ``P(token = i) = exp(L_k) / Z * exp(s_i - L_k) = exp(s_i) / Z``: exactly the
+softmax.  Independence is by construction: ``G`` is the Philox stream ``STREAM_TOKEN`` with counter
+``(i, row, sample, 0)``, ``G'_k`` the stream ``STREAM_GROUP`` with counter
+``(group_id_k, row, sample, 1)``, where ``group_id_k`` is the group's first global vocabulary index
+(:mod:`flashsampling.kernels.combine`).  Groups with zero mass (``L_k = -inf``) are never chosen.
+
+Pathwise the result differs from :func:`flashsampling.sample` (which takes the flat argmax of the
+same token noise) but its distribution is the same.  Greedy rows (``T = 0``) skip the group draw and
+keep the flat lexicographic ``(z, key)`` maximum, so they equal the fused result.
+
+What the kernel computes, and the log-mass tolerance
+----------------------------------------------------
+Stage 1 with ``return_lse`` writes each tile's ``L`` in float32 (max-shifted ``log(sum(exp))`` of
+the fp32 ``z * (1/T)``); tiles are combined into shards and the full ``logsumexp`` in float64.  Compared
+with the float64 ``logsumexp(z64 / T)`` of :func:`flashsampling.reference.logsumexp` the reported
+log-mass differs by at most :func:`logmass_tolerance` (derived in its docstring), and the tests
+check that bound.
+
+NumPy twin
+----------
+:func:`combine_groups_np` is the twin of the combine (bit for bit given the same ``L_k`` and local
+candidates).  :func:`grouped_sampler_np` draws many samples of one row with the kernel's rules but
+only evaluates the token noise inside the chosen group: ``K + |V_k*|`` Philox blocks per sample instead
+of ``V``, so the statistical battery can run it at scale on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from . import _validate as check
+from .kernels.combine import launch_stream_noise, lexmax
+from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1
+from .kernels.select import FLAG_NO_FINITE
+from .noise import STREAM_GROUP, STREAM_TOKEN, split_seed, token_noise_np
+from .sampling import _raise_on_flags
+from .twin import inverse_temperature32, sample_twin_many, select
+
+#: Unit roundoff of float32.
+U32 = 2.0**-24
+#: Default group (tile) size of the NumPy sampler: the interpreter's default stage-1 ``block_v``.
+DEFAULT_GROUP_SIZE = 128
+#: NumPy work per step of the twins (elements of noise); memory control only.
+_CHUNK_ELEMENTS = 1 << 18
+
+
+# --------------------------------------------------------------------------------------------
+# Partials: per (row, group) the log-mass, per (row, sample, group) the local candidate
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GroupPartials:
+    """Per-group results of stage 1, ready for a combine.
+
+    Attributes
+    ----------
+    logmass : torch.Tensor, float64, shape (B, K)
+        ``L_k = logsumexp(z / T)`` over the group (``max z`` for a greedy row; ``-inf`` for a group
+        with no finite logit or no columns).
+    best : torch.Tensor, float32, shape (B, S, K)
+        The local candidate's perturbed score ``z / T + G`` (``z`` for a greedy row).
+    key : torch.Tensor, int64, shape (B, S, K)
+        Its tie-break key (``-2`` for an empty group).
+    index : torch.Tensor, int64, shape (B, S, K)
+        Its global vocabulary index: the local Gumbel-max sample ``X_k``.
+    starts : torch.Tensor, int64, shape (K,)
+        The groups' first global vocabulary index, which is also their noise id.
+    flags : torch.Tensor, int32, shape (B,)
+        OR of the stage-1 flags over the groups (:mod:`flashsampling.kernels.select`).
+    """
+
+    logmass: torch.Tensor
+    best: torch.Tensor
+    key: torch.Tensor
+    index: torch.Tensor
+    starts: torch.Tensor
+    flags: torch.Tensor
+
+
+def or_reduce(flags: torch.Tensor, dim: int) -> torch.Tensor:
+    """Bitwise OR of int32 flag words along ``dim`` (the flag bits are 1, 2 and 4)."""
+    out = torch.zeros_like(flags.select(dim, 0)) if flags.shape[dim] else flags.new_zeros(())
+    for bit in (1, 2, 4):
+        out = out | (flags & bit).amax(dim=dim)
+    return out
+
+
+def masked_logsumexp(logmass: torch.Tensor, greedy: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """float64 ``logsumexp`` along ``dim`` for sampling rows, ``max`` for greedy rows (``greedy`` [B])."""
+    lm = logmass.double()
+    shape = [-1] + [1] * (lm.dim() - 2)
+    return torch.where(greedy.view(shape), lm.amax(dim=dim), torch.logsumexp(lm, dim=dim))
+
+
+def tile_partials(parts, greedy: torch.Tensor, block_v: int, col_offset: int = 0) -> GroupPartials:
+    """Stage-1 output (with ``return_lse``) -> one group per vocabulary tile."""
+    part_max, part_key, part_idx, flags, lse = parts
+    T = part_max.shape[2]
+    starts = col_offset + block_v * torch.arange(T, dtype=torch.int64, device=part_max.device)
+    return GroupPartials(lse.double(), part_max, part_key, part_idx, starts, or_reduce(flags, 1))
+
+
+def shard_partials(parts, greedy: torch.Tensor, col_offset: int) -> GroupPartials:
+    """Stage-1 output (with ``return_lse``) of one shard launch -> a single group (K = 1)."""
+    part_max, part_key, part_idx, flags, lse = parts
+    logmass = masked_logsumexp(lse, greedy)
+    m, k, i, _ = lexmax(part_max, part_key, part_idx)
+    starts = torch.tensor([col_offset], dtype=torch.int64, device=part_max.device)
+    return GroupPartials(logmass[:, None], m[..., None], k[..., None], i[..., None], starts, or_reduce(flags, 1))
+
+
+def empty_partials(B: int, S: int, start: int, device) -> GroupPartials:
+    """A group with no columns: zero mass, never chosen."""
+    return GroupPartials(
+        torch.full((B, 1), -math.inf, dtype=torch.float64, device=device),
+        torch.full((B, S, 1), -math.inf, dtype=torch.float32, device=device),
+        torch.full((B, S, 1), -2, dtype=torch.int64, device=device),
+        torch.full((B, S, 1), start, dtype=torch.int64, device=device),
+        torch.tensor([start], dtype=torch.int64, device=device),
+        torch.zeros(B, dtype=torch.int32, device=device),
+    )
+
+
+def cat_partials(groups: list[GroupPartials]) -> GroupPartials:
+    """Concatenate group partials along the group axis."""
+    flags = groups[0].flags
+    for g in groups[1:]:
+        flags = flags | g.flags
+    return GroupPartials(
+        torch.cat([g.logmass for g in groups], dim=1),
+        torch.cat([g.best for g in groups], dim=2),
+        torch.cat([g.key for g in groups], dim=2),
+        torch.cat([g.index for g in groups], dim=2),
+        torch.cat([g.starts for g in groups]),
+        flags,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The combine
+# --------------------------------------------------------------------------------------------
+
+
+def combine_groups(
+    partials: GroupPartials, greedy: torch.Tensor, seed_lo: int, seed_hi: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Draw a group by Gumbel-max over ``L_k`` with fresh noise and return its local sample.
+
+    ``score[b, s, k] = L[b, k] + G'(seed, row=b, group_id=starts[k], sample=s, STREAM_GROUP)`` in
+    float64; the winner is the lexicographic max of ``(score, key')``.  A greedy row instead takes
+    the lexicographic max of its local candidates' ``(z, key)`` (the flat greedy token).
+
+    Returns
+    -------
+    tokens : int64 (B, S)
+    choice : int64 (B, S), the chosen group's position in ``0..K-1``
+    flags : int32 (B,), the partials' flags plus ``FLAG_NO_FINITE`` for rows where every group is empty
+    """
+    p = partials
+    B, S, K = p.best.shape
+    g, _, gkey = launch_stream_noise(p.starts, B, S, seed_lo, seed_hi, STREAM_GROUP)
+    sampled = p.logmass[:, None, :] + g.double()
+    gr = greedy.view(B, 1, 1)
+    score = torch.where(gr, p.best.double(), sampled)
+    key = torch.where(gr, p.key, gkey)
+    _, _, tokens, choice = lexmax(score, key, p.index)
+    no_finite = (p.logmass == -math.inf).all(dim=1)
+    flags = p.flags | torch.where(no_finite, FLAG_NO_FINITE, 0).to(torch.int32)
+    return tokens, choice, flags
+
+
+def logmass_tolerance(max_abs_scaled: float, group_size: int) -> float:
+    """Bound on ``|L_reported - logsumexp(z64 / T)|`` for a group (or a union of groups).
+
+    Derivation, with ``u = 2**-24`` and ``M = max |z / T|`` over the finite scaled logits:
+
+    * the fp32 product ``z * fl(1/T)`` has relative error at most ``2u`` (two roundings), and
+      ``logsumexp`` is 1-Lipschitz in the max norm: ``<= 2u M``;
+    * the max shift ``s - m`` is exact or rounds once: ``<= u * 2M`` on each term's exponent, which
+      changes the sum's log by at most that;
+    * ``exp`` of each term and the sum of at most ``n`` terms (``n`` = ``group_size``, the tile
+      width for the kernel's per-tile sums) carry a relative error ``<= (n + 4) u`` (a serial sum;
+      the kernel's tree sum is better), the ``log`` and the final ``m + log`` two more roundings
+      ``<= u (|L| + 1)``, with ``|L| <= M + log n``;
+    * combining tiles in float64 adds nothing at this scale, and ``logsumexp`` of the tiles is again
+      1-Lipschitz in the tiles' errors.
+
+    On the GPU ``exp`` and ``log`` are approximations with a few ulp of error; the bound below
+    doubles the per-term count to cover them.  Total::
+
+        tol = u * (5 M + 2 (n + 8) + log n)
+    """
+    n = max(1, int(group_size))
+    return U32 * (5.0 * float(max_abs_scaled) + 2.0 * (n + 8) + math.log(n))
+
+
+# --------------------------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------------------------
+
+
+def check_lm_head(hidden, weight) -> tuple[int, int, int, torch.device]:
+    """Shape, dtype and device checks of ``hidden [B, D]`` and ``weight [V, D]``; returns ``(B, V, D, device)``."""
+    check.check_tensor("hidden", hidden, ndim=2)
+    check.check_tensor("weight", weight, ndim=2)
+    device = check.check_same_device(hidden=hidden, weight=weight)
+    if hidden.dtype != weight.dtype:
+        raise TypeError(f"hidden.dtype={hidden.dtype} and weight.dtype={weight.dtype} must match")
+    B, D = hidden.shape
+    V, D_w = weight.shape
+    if D != D_w:
+        raise ValueError(f"hidden has D={D} columns but weight has D={D_w}; shapes are (B, D) and (V, D)")
+    check.check_nonempty("hidden", B, "B")
+    check.check_nonempty("hidden", D, "D")
+    check.check_counter("B", B)
+    return B, V, D, device
+
+
+def logits_blocks(B: int, V: int, block_b: int | None = None, block_v: int | None = None) -> tuple[int, int]:
+    """Stage-1 tile sizes for the logits path (the defaults of :func:`flashsampling.sample_from_logits`)."""
+    bb = block_b or min(4, 1 << (B - 1).bit_length())
+    bv = block_v or (1024 if V > 512 else max(16, 1 << (max(V, 1) - 1).bit_length()))
+    for name, v in (("block_b", bb), ("block_v", bv)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v & (v - 1):
+            raise ValueError(f"{name}={v} must be a power of two")
+    return bb, bv
+
+
+def check_group_sizes(group_sizes, V: int) -> list[tuple[int, int]]:
+    """``group_sizes`` (ints >= 0 summing to ``V``) -> ``[(start, size), ...]``."""
+    try:
+        sizes = [int(s) for s in group_sizes]
+    except TypeError as exc:
+        raise TypeError(f"group_sizes must be a sequence of ints, got {type(group_sizes).__name__}") from exc
+    if not sizes:
+        raise ValueError("group_sizes is empty; give at least one group")
+    if any(s < 0 for s in sizes):
+        raise ValueError(f"group_sizes={sizes[:8]} has a negative size; sizes must be >= 0")
+    if sum(sizes) != V:
+        raise ValueError(f"group_sizes sum to {sum(sizes)} but the vocabulary has V={V}")
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
+    return list(zip(starts, sizes))
+
+
+def grouped_partials(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    inv_temp: torch.Tensor,
+    seed_lo: int,
+    seed_hi: int,
+    num_samples: int,
+    *,
+    group_sizes=None,
+    tiles: TileConfig | None = None,
+    col_offset: int = 0,
+) -> GroupPartials:
+    """Stage 1 on ``hidden @ weight.T`` with log-masses: groups are tiles, or the given shards."""
+    B, D = hidden.shape
+    V = weight.shape[0]
+    greedy = inv_temp == 0
+    if group_sizes is None:
+        t = tiles or default_tiles(B, V, D)
+        parts = launch_fused_stage1(
+            hidden, weight, inv_temp, seed_lo, seed_hi, num_samples, t, col_offset=col_offset, return_lse=True
+        )
+        return tile_partials(parts, greedy, t.block_v, col_offset)
+    groups = []
+    for start, size in check_group_sizes(group_sizes, V):
+        if size == 0:
+            groups.append(empty_partials(B, num_samples, col_offset + start, hidden.device))
+            continue
+        t = tiles or default_tiles(B, size, D)
+        parts = launch_fused_stage1(
+            hidden, weight[start : start + size], inv_temp, seed_lo, seed_hi, num_samples, t,
+            col_offset=col_offset + start, return_lse=True,
+        )  # fmt: skip
+        groups.append(shard_partials(parts, greedy, col_offset + start))
+    return cat_partials(groups)
+
+
+def grouped_partials_from_logits(
+    logits: torch.Tensor,
+    inv_temp: torch.Tensor,
+    seed_lo: int,
+    seed_hi: int,
+    num_samples: int,
+    *,
+    group_sizes=None,
+    block_b: int | None = None,
+    block_v: int | None = None,
+    col_offset: int = 0,
+) -> GroupPartials:
+    """Stage 1 on given logits ``[B, V]`` with log-masses: groups are tiles, or the given shards."""
+    B, V = logits.shape
+    greedy = inv_temp == 0
+    if group_sizes is None:
+        bb, bv = logits_blocks(B, V, block_b, block_v)
+        parts = launch_logits_stage1(
+            logits, inv_temp, seed_lo, seed_hi, num_samples, bb, bv, col_offset=col_offset, return_lse=True
+        )
+        return tile_partials(parts, greedy, bv, col_offset)
+    groups = []
+    for start, size in check_group_sizes(group_sizes, V):
+        if size == 0:
+            groups.append(empty_partials(B, num_samples, col_offset + start, logits.device))
+            continue
+        bb, bv = logits_blocks(B, size, block_b, block_v)
+        parts = launch_logits_stage1(
+            logits[:, start : start + size], inv_temp, seed_lo, seed_hi, num_samples, bb, bv,
+            col_offset=col_offset + start, return_lse=True,
+        )  # fmt: skip
+        groups.append(shard_partials(parts, greedy, col_offset + start))
+    return cat_partials(groups)
+
+
+def _finish(partials: GroupPartials, inv_temp, lo, hi, host_checks, return_logsumexp, what):
+    greedy = inv_temp == 0
+    tokens, _, flags = combine_groups(partials, greedy, lo, hi)
+    if host_checks:
+        _raise_on_flags(flags, what)
+    if return_logsumexp:
+        return tokens, masked_logsumexp(partials.logmass, greedy)
+    return tokens
+
+
+def sample_grouped(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    *,
+    temperature: float | torch.Tensor = 1.0,
+    seed: int | None = None,
+    num_samples: int = 1,
+    group_sizes=None,
+    return_logsumexp: bool = False,
+    host_checks: bool = True,
+    tiles: TileConfig | None = None,
+):
+    """Sample from ``softmax(hidden @ weight.T / T)`` by the grouped factorization.
+
+    Each group (a vocabulary tile of stage 1, or a caller-given shard) yields a local Gumbel-max
+    sample and its log-mass ``L_k`` in the same pass; a Gumbel draw over the ``L_k`` with fresh
+    noise picks the group (module docstring).  Exact in distribution; pathwise different from
+    :func:`flashsampling.sample` except for greedy rows.
+
+    Parameters
+    ----------
+    hidden : torch.Tensor, shape (B, D); weight : torch.Tensor, shape (V, D)
+        As in :func:`flashsampling.sample`.
+    temperature, seed, num_samples, host_checks, tiles
+        As in :func:`flashsampling.sample`.
+    group_sizes : sequence of int or None
+        Sizes of consecutive vocabulary groups (any sizes >= 0, summing to ``V``); each is one
+        launch with ``col_offset`` = its start.  ``None``: the groups are stage 1's tiles.
+    return_logsumexp : bool
+        Also return ``logsumexp(z / T)`` per row (float64 ``[B]``; ``max z`` for a greedy row).
+
+    Returns
+    -------
+    tokens : torch.Tensor, int64, shape (B, num_samples)
+    logsumexp : torch.Tensor, float64, shape (B,) (only with ``return_logsumexp``)
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad arguments; with ``host_checks``, NaN/inf logits or a row with no finite logit.
+    """
+    B, V, D, device = check_lm_head(hidden, weight)
+    check.check_nonempty("weight", V, "V")
+    check.check_counter("V", V)
+    S = check.check_num_samples(num_samples)
+    seed = check.check_seed(seed)
+    inv_temp, _ = check.check_temperature(temperature, B, device, host_checks=host_checks)
+    lo, hi = split_seed(seed)
+    partials = grouped_partials(hidden, weight, inv_temp, lo, hi, S, group_sizes=group_sizes, tiles=tiles)
+    return _finish(partials, inv_temp, lo, hi, host_checks, return_logsumexp, "logits hidden @ weight.T")
+
+
+def sample_grouped_from_logits(
+    logits: torch.Tensor,
+    *,
+    temperature: float | torch.Tensor = 1.0,
+    seed: int | None = None,
+    num_samples: int = 1,
+    group_sizes=None,
+    return_logsumexp: bool = False,
+    host_checks: bool = True,
+    block_b: int | None = None,
+    block_v: int | None = None,
+):
+    """:func:`sample_grouped` on logits a caller already has (``[B, V]``, ``-inf`` masks a token).
+
+    ``block_v`` is the group size when ``group_sizes`` is ``None``.  Returns as :func:`sample_grouped`.
+    """
+    check.check_tensor("logits", logits, ndim=2)
+    B, V = logits.shape
+    check.check_nonempty("logits", B, "B")
+    check.check_nonempty("logits", V, "V")
+    check.check_counter("V", V)
+    check.check_counter("B", B)
+    S = check.check_num_samples(num_samples)
+    seed = check.check_seed(seed)
+    inv_temp, _ = check.check_temperature(temperature, B, logits.device, host_checks=host_checks)
+    lo, hi = split_seed(seed)
+    partials = grouped_partials_from_logits(
+        logits, inv_temp, lo, hi, S, group_sizes=group_sizes, block_b=block_b, block_v=block_v
+    )
+    return _finish(partials, inv_temp, lo, hi, host_checks, return_logsumexp, "logits")
+
+
+# --------------------------------------------------------------------------------------------
+# NumPy twins
+# --------------------------------------------------------------------------------------------
+
+
+def combine_groups_np(logmass, best, key, index, starts, greedy, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """NumPy twin of :func:`combine_groups`: ``(tokens (B, S), choice (B, S))``, bit for bit.
+
+    Arguments are NumPy arrays of the shapes of :class:`GroupPartials` plus ``greedy`` (B,) bool.
+    """
+    logmass = np.asarray(logmass, dtype=np.float64)
+    best = np.asarray(best, dtype=np.float32)
+    B, S, K = best.shape
+    rows = np.arange(B, dtype=np.uint32)[:, None, None]
+    smp = np.arange(S, dtype=np.uint32)[None, :, None]
+    ids = np.asarray(starts, dtype=np.int64).astype(np.uint32)[None, None, :]
+    g, gkey = token_noise_np(seed, rows, ids, smp, STREAM_GROUP)
+    gr = np.asarray(greedy, dtype=bool)[:, None, None]
+    score = np.where(gr, best.astype(np.float64), logmass[:, None, :] + g.astype(np.float64))
+    kk = np.where(gr, np.asarray(key, dtype=np.int64), gkey.astype(np.int64))
+    m = score.max(axis=-1, keepdims=True)
+    choice = np.argmax(np.where(score == m, kk, -3), axis=-1)
+    tokens = np.take_along_axis(np.asarray(index, dtype=np.int64), choice[..., None], axis=-1)[..., 0]
+    return tokens, choice
+
+
+def _check_row(logits, temperature) -> tuple[np.ndarray, np.float32]:
+    z = np.asarray(logits, dtype=np.float64)
+    if z.ndim != 1 or z.size == 0:
+        raise ValueError(f"logits must have shape (V,) with V >= 1, got shape {z.shape}")
+    if np.isnan(z).any() or np.isposinf(z).any():
+        raise ValueError("logits contain NaN or +inf")
+    if not np.isfinite(z).any():
+        raise ValueError("logits: the row has no finite logit (every token is masked)")
+    t = float(temperature)
+    if not math.isfinite(t) or t < 0:
+        raise ValueError(f"temperature={temperature} is invalid; it must be finite and >= 0")
+    return z.astype(np.float32), inverse_temperature32(t, 1)[0]
+
+
+def group_logmass_np(z32: np.ndarray, inv32: np.float32, starts, sizes) -> np.ndarray:
+    """float64 ``logsumexp`` of the fp32 scaled logits ``z32 * inv32`` over each group ``(K,)``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = (z32 * inv32).astype(np.float32).astype(np.float64)
+    out = np.full(len(starts), -np.inf)
+    for k, (a, m) in enumerate(zip(starts, sizes)):
+        seg = s[a : a + m]
+        if m == 0 or not np.isfinite(seg).any():
+            continue
+        mx = seg.max()
+        out[k] = mx + np.log(np.exp(seg - mx).sum())
+    return out
+
+
+def local_samples_np(
+    z32: np.ndarray, inv32: np.float32, seed: int, starts, sizes, choice: np.ndarray, *, row: int = 0
+) -> np.ndarray:
+    """For sample ``s`` (position in ``choice``), the kernel's local Gumbel-max sample in group ``choice[s]``.
+
+    Evaluates the token noise only inside the chosen group: ``(index, row, s, STREAM_TOKEN)``,
+    score ``z32 * inv32 + G`` in float32, ties by the larger key, exactly as stage 1.
+    """
+    choice = np.asarray(choice)
+    out = np.empty(choice.shape[0], dtype=np.int64)
+    order = np.argsort(choice, kind="stable")
+    sorted_choice = choice[order]
+    for k in np.unique(choice):
+        lo_, hi_ = np.searchsorted(sorted_choice, [k, k + 1])
+        who = order[lo_:hi_]
+        a, m = int(starts[k]), int(sizes[k])
+        cols = np.arange(a, a + m, dtype=np.uint32)[None, :]
+        zc = z32[a : a + m][None, :]
+        per = max(1, _CHUNK_ELEMENTS // m)
+        for i0 in range(0, who.size, per):
+            w = who[i0 : i0 + per]
+            g, key = token_noise_np(seed, row, cols, w.astype(np.uint32)[:, None], STREAM_TOKEN)
+            with np.errstate(over="ignore", invalid="ignore"):
+                sc = (zc * inv32 + g).astype(np.float32)
+            out[w] = a + select(sc, key)
+    return out
+
+
+def default_groups(V: int, group_size: int = DEFAULT_GROUP_SIZE) -> list[tuple[int, int]]:
+    """Consecutive groups of ``group_size`` (the last one partial): stage 1's tiles."""
+    return [(a, min(group_size, V - a)) for a in range(0, V, group_size)]
+
+
+def grouped_sampler_np(
+    logits: np.ndarray, temperature: float, n: int, seed: int, *, group_sizes=None, group_size: int = DEFAULT_GROUP_SIZE
+) -> np.ndarray:
+    """``n`` samples of one row by the grouped rule, with the kernel's noise: int64 ``(n,)``.
+
+    Sample ``s`` is row 0, sample ``s`` of :func:`sample_grouped_from_logits` with the given groups
+    (``group_sizes``, or tiles of ``group_size``), up to the float32-vs-float64 rounding of ``L_k``.
+    Cost: ``K + |V_k|`` noise evaluations per sample.  ``temperature = 0`` is greedy.
+
+    Parameters
+    ----------
+    logits : numpy.ndarray, shape (V,), float64 (converted to float32 as the kernel would)
+    temperature : float
+    n : int
+    seed : int
+    group_sizes : sequence of int or None
+    group_size : int
+
+    Returns
+    -------
+    numpy.ndarray, int64, shape (n,)
+    """
+    z32, inv32 = _check_row(logits, temperature)
+    if inv32 == 0:
+        return sample_twin_many(z32, 0.0, seed=seed, num_samples=n)
+    V = z32.shape[0]
+    groups = check_group_sizes(group_sizes, V) if group_sizes is not None else default_groups(V, group_size)
+    starts = np.array([a for a, _ in groups], dtype=np.int64)
+    sizes = np.array([m for _, m in groups], dtype=np.int64)
+    L = group_logmass_np(z32, inv32, starts, sizes)
+    choice = choose_groups_np(L, starts, seed, n)
+    return local_samples_np(z32, inv32, seed, starts, sizes, choice)
+
+
+def choose_groups_np(L: np.ndarray, starts: np.ndarray, seed: int, n: int, *, row: int = 0) -> np.ndarray:
+    """Group draws for samples ``0..n-1`` of one row: ``argmax_k (L_k + G'_k)``, ties by the key."""
+    K = L.shape[0]
+    out = np.empty(n, dtype=np.int64)
+    ids = starts.astype(np.uint32)[None, :]
+    per = max(1, _CHUNK_ELEMENTS // K)
+    for s0 in range(0, n, per):
+        smp = np.arange(s0, min(n, s0 + per), dtype=np.uint32)[:, None]
+        g, key = token_noise_np(seed, row, ids, smp, STREAM_GROUP)
+        out[s0 : s0 + smp.shape[0]] = select(L[None, :] + g.astype(np.float64), key)
+    return out
