@@ -42,15 +42,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from . import _validate as check
-from .kernels.combine import launch_stream_noise, lexmax
+from .kernels.combine import launch_combine_groups, lexmax
 from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1
-from .kernels.select import FLAG_NO_FINITE
 from .noise import STREAM_GROUP, STREAM_TOKEN, split_seed, token_noise_np
 from .sampling import _raise_on_flags
 from .twin import inverse_temperature32, sample_twin_many, select
@@ -74,7 +72,7 @@ class GroupPartials:
 
     Attributes
     ----------
-    logmass : torch.Tensor, float64, shape (B, K)
+    logmass : torch.Tensor, float32 (tiles) or float64 (shards), shape (B, K)
         ``L_k = logsumexp(z / T)`` over the group (``max z`` for a greedy row; ``-inf`` for a group
         with no finite logit or no columns).
     best : torch.Tensor, float32, shape (B, S, K)
@@ -85,8 +83,8 @@ class GroupPartials:
         Its global vocabulary index: the local Gumbel-max sample ``X_k``.
     starts : torch.Tensor, int64, shape (K,)
         The groups' first global vocabulary index, which is also their noise id.
-    flags : torch.Tensor, int32, shape (B,)
-        OR of the stage-1 flags over the groups (:mod:`flashsampling.kernels.select`).
+    flags : torch.Tensor, int32, shape (B, K)
+        The groups' stage-1 flags (:mod:`flashsampling.kernels.select`).
     """
 
     logmass: torch.Tensor
@@ -99,25 +97,24 @@ class GroupPartials:
 
 def or_reduce(flags: torch.Tensor, dim: int) -> torch.Tensor:
     """Bitwise OR of int32 flag words along ``dim`` (the flag bits are 1, 2 and 4)."""
-    out = torch.zeros_like(flags.select(dim, 0)) if flags.shape[dim] else flags.new_zeros(())
+    out = torch.zeros_like(flags.select(dim, 0))
     for bit in (1, 2, 4):
         out = out | (flags & bit).amax(dim=dim)
     return out
 
 
-def masked_logsumexp(logmass: torch.Tensor, greedy: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """float64 ``logsumexp`` along ``dim`` for sampling rows, ``max`` for greedy rows (``greedy`` [B])."""
+def masked_logsumexp(logmass: torch.Tensor, greedy: torch.Tensor) -> torch.Tensor:
+    """float64 ``logsumexp`` over the groups of ``logmass [B, K]``; ``max`` for greedy rows (``greedy [B]``)."""
     lm = logmass.double()
-    shape = [-1] + [1] * (lm.dim() - 2)
-    return torch.where(greedy.view(shape), lm.amax(dim=dim), torch.logsumexp(lm, dim=dim))
+    return torch.where(greedy, lm.amax(dim=1), torch.logsumexp(lm, dim=1))
 
 
-def tile_partials(parts, greedy: torch.Tensor, block_v: int, col_offset: int = 0) -> GroupPartials:
+def tile_partials(parts, block_v: int, col_offset: int = 0) -> GroupPartials:
     """Stage-1 output (with ``return_lse``) -> one group per vocabulary tile."""
     part_max, part_key, part_idx, flags, lse = parts
     T = part_max.shape[2]
     starts = col_offset + block_v * torch.arange(T, dtype=torch.int64, device=part_max.device)
-    return GroupPartials(lse.double(), part_max, part_key, part_idx, starts, or_reduce(flags, 1))
+    return GroupPartials(lse, part_max, part_key, part_idx, starts, flags)
 
 
 def shard_partials(parts, greedy: torch.Tensor, col_offset: int) -> GroupPartials:
@@ -126,7 +123,8 @@ def shard_partials(parts, greedy: torch.Tensor, col_offset: int) -> GroupPartial
     logmass = masked_logsumexp(lse, greedy)
     m, k, i, _ = lexmax(part_max, part_key, part_idx)
     starts = torch.tensor([col_offset], dtype=torch.int64, device=part_max.device)
-    return GroupPartials(logmass[:, None], m[..., None], k[..., None], i[..., None], starts, or_reduce(flags, 1))
+    f = or_reduce(flags, 1)[:, None]
+    return GroupPartials(logmass[:, None], m[..., None], k[..., None], i[..., None], starts, f)
 
 
 def empty_partials(B: int, S: int, start: int, device) -> GroupPartials:
@@ -137,22 +135,19 @@ def empty_partials(B: int, S: int, start: int, device) -> GroupPartials:
         torch.full((B, S, 1), -2, dtype=torch.int64, device=device),
         torch.full((B, S, 1), start, dtype=torch.int64, device=device),
         torch.tensor([start], dtype=torch.int64, device=device),
-        torch.zeros(B, dtype=torch.int32, device=device),
+        torch.zeros((B, 1), dtype=torch.int32, device=device),
     )
 
 
 def cat_partials(groups: list[GroupPartials]) -> GroupPartials:
     """Concatenate group partials along the group axis."""
-    flags = groups[0].flags
-    for g in groups[1:]:
-        flags = flags | g.flags
     return GroupPartials(
         torch.cat([g.logmass for g in groups], dim=1),
         torch.cat([g.best for g in groups], dim=2),
         torch.cat([g.key for g in groups], dim=2),
         torch.cat([g.index for g in groups], dim=2),
         torch.cat([g.starts for g in groups]),
-        flags,
+        torch.cat([g.flags for g in groups], dim=1),
     )
 
 
@@ -162,31 +157,23 @@ def cat_partials(groups: list[GroupPartials]) -> GroupPartials:
 
 
 def combine_groups(
-    partials: GroupPartials, greedy: torch.Tensor, seed_lo: int, seed_hi: int
+    partials: GroupPartials, inv_temp: torch.Tensor, seed_lo: int, seed_hi: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Draw a group by Gumbel-max over ``L_k`` with fresh noise and return its local sample.
 
     ``score[b, s, k] = L[b, k] + G'(seed, row=b, group_id=starts[k], sample=s, STREAM_GROUP)`` in
-    float64; the winner is the lexicographic max of ``(score, key')``.  A greedy row instead takes
-    the lexicographic max of its local candidates' ``(z, key)`` (the flat greedy token).
+    float64; the winner is the lexicographic max of ``(score, key')``.  A greedy row
+    (``inv_temp == 0``) instead takes the lexicographic max of its local candidates' ``(z, key)``
+    (the flat greedy token).  One launch of :func:`flashsampling.kernels.combine.combine_groups_kernel`.
 
     Returns
     -------
     tokens : int64 (B, S)
     choice : int64 (B, S), the chosen group's position in ``0..K-1``
-    flags : int32 (B,), the partials' flags plus ``FLAG_NO_FINITE`` for rows where every group is empty
+    flags : int32 (B, S), the groups' flags ORed, plus ``FLAG_NO_FINITE`` where every group is empty
     """
     p = partials
-    B, S, K = p.best.shape
-    g, _, gkey = launch_stream_noise(p.starts, B, S, seed_lo, seed_hi, STREAM_GROUP)
-    sampled = p.logmass[:, None, :] + g.double()
-    gr = greedy.view(B, 1, 1)
-    score = torch.where(gr, p.best.double(), sampled)
-    key = torch.where(gr, p.key, gkey)
-    _, _, tokens, choice = lexmax(score, key, p.index)
-    no_finite = (p.logmass == -math.inf).all(dim=1)
-    flags = p.flags | torch.where(no_finite, FLAG_NO_FINITE, 0).to(torch.int32)
-    return tokens, choice, flags
+    return launch_combine_groups(p.logmass, p.best, p.key, p.index, p.starts, p.flags, inv_temp, seed_lo, seed_hi)
 
 
 def logmass_tolerance(max_abs_scaled: float, group_size: int) -> float:
@@ -283,7 +270,7 @@ def grouped_partials(
         parts = launch_fused_stage1(
             hidden, weight, inv_temp, seed_lo, seed_hi, num_samples, t, col_offset=col_offset, return_lse=True
         )
-        return tile_partials(parts, greedy, t.block_v, col_offset)
+        return tile_partials(parts, t.block_v, col_offset)
     groups = []
     for start, size in check_group_sizes(group_sizes, V):
         if size == 0:
@@ -318,7 +305,7 @@ def grouped_partials_from_logits(
         parts = launch_logits_stage1(
             logits, inv_temp, seed_lo, seed_hi, num_samples, bb, bv, col_offset=col_offset, return_lse=True
         )
-        return tile_partials(parts, greedy, bv, col_offset)
+        return tile_partials(parts, bv, col_offset)
     groups = []
     for start, size in check_group_sizes(group_sizes, V):
         if size == 0:
@@ -335,7 +322,7 @@ def grouped_partials_from_logits(
 
 def _finish(partials: GroupPartials, inv_temp, lo, hi, host_checks, return_logsumexp, what):
     greedy = inv_temp == 0
-    tokens, _, flags = combine_groups(partials, greedy, lo, hi)
+    tokens, _, flags = combine_groups(partials, inv_temp, lo, hi)
     if host_checks:
         _raise_on_flags(flags, what)
     if return_logsumexp:

@@ -52,7 +52,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from . import _device  # noqa: F401  (sets TRITON_INTERPRET before the kernels are defined)
+from ._device import device_function  # (sets TRITON_INTERPRET before the kernels are defined)
 
 PHILOX_ROUNDS = 10
 PHILOX_M0 = 0xD2511F53
@@ -85,7 +85,7 @@ def split_seed(seed: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------------------------
 
 
-@triton.jit
+@device_function
 def philox4x32(c0, c1, c2, c3, k0, k1, N_ROUNDS: tl.constexpr):
     """Philox4x32 with ``N_ROUNDS`` rounds on uint32 counters ``c0..c3`` and key ``(k0, k1)``."""
     for _ in tl.static_range(N_ROUNDS):
@@ -100,7 +100,7 @@ def philox4x32(c0, c1, c2, c3, k0, k1, N_ROUNDS: tl.constexpr):
     return c0, c1, c2, c3
 
 
-@triton.jit
+@device_function
 def exponential_from_bits(w0, w1):
     """``E = -log(U)``, ``U = (w1 * 2**32 + w0 + 1/2) / 2**64``, in float32, never 0 or inf.
 
@@ -126,7 +126,7 @@ def exponential_from_bits(w0, w1):
     return tl.where(top == 1, e_near_one, neg_log)
 
 
-@triton.jit
+@device_function
 def token_noise(k0, k1, row, index, sample, stream, N_ROUNDS: tl.constexpr):
     """Gumbel noise and tie-break key for uint32 ``(row, index, sample, stream)`` under key ``(k0, k1)``.
 

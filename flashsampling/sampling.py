@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from . import _validate as check
-from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1
+from .kernels.fused import TileConfig, default_logits_tiles, default_tiles, launch_fused_stage1, launch_logits_stage1
 from .kernels.reduce import reduce_tiles
 from .kernels.select import FLAG_BAD_LOGIT, FLAG_NO_FINITE, FLAG_OVERFLOW
 from .noise import split_seed
@@ -151,8 +151,8 @@ def sample_from_logits(
     S = check.check_num_samples(num_samples)
     seed = check.check_seed(seed)
     inv_temp, _ = check.check_temperature(temperature, B, logits.device, host_checks=host_checks)
-    bb = block_b or min(4, 1 << (B - 1).bit_length())
-    bv = block_v or (1024 if V > 512 else max(16, 1 << (V - 1).bit_length()))
+    bb, bv = default_logits_tiles(B, V)
+    bb, bv = block_b or bb, block_v or bv
     for name, v in (("block_b", bb), ("block_v", bv)):
         if v < 1 or v & (v - 1):
             raise ValueError(f"{name}={v} must be a power of two")

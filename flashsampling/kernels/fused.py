@@ -55,14 +55,22 @@ class TileConfig:
 
 def default_tiles(B: int, V: int, D: int) -> TileConfig:
     """Tile choice by batch size (tuned on the H200: see benchmarks/NOTES.md)."""
-    if UPCAST_DOT:  # the interpreter: few, large programs are fastest
-        return TileConfig(block_b=16 if B <= 16 else 32, block_v=128, block_d=64)
+    if UPCAST_DOT:  # the interpreter: each tl op costs ~0.1 ms whatever its size; few, large programs
+        return TileConfig(block_b=max(16, min(64, triton.next_power_of_2(B))), block_v=256, block_d=64)
     # benchmarks/results/tile_sweep_h200.json (V=151936, D=4096, bf16): best of 6-7 configs per B.
     if B <= 16:
         return TileConfig(block_b=16, block_v=128, block_d=256, num_warps=4, num_stages=3)
     if B <= 64:
         return TileConfig(block_b=64, block_v=32, block_d=128, num_warps=4, num_stages=4)
     return TileConfig(block_b=64, block_v=64, block_d=64, num_warps=4, num_stages=4)
+
+
+def default_logits_tiles(B: int, V: int) -> tuple[int, int]:
+    """(block_b, block_v) for the logits kernel: 4 x 1024 compiled; as large as 64K elements interpreted."""
+    if UPCAST_DOT:
+        bb = min(64, triton.next_power_of_2(B))
+        return bb, max(16, min(triton.next_power_of_2(V), (1 << 16) // bb))
+    return min(4, triton.next_power_of_2(B)), max(16, min(1024, triton.next_power_of_2(V)))
 
 
 @triton.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset", "num_samples"])

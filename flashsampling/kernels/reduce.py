@@ -17,6 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .._device import INTERPRET
+
 
 @triton.jit
 def reduce_tiles_kernel(
@@ -63,11 +65,34 @@ def reduce_tiles_kernel(
     tl.store(row_flag_ptr + pid, run_f)
 
 
-def reduce_tiles(part_max, part_key, part_idx, flags, V: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch stage 2 on partials of shape ``[B, S, T]`` and flags ``[B, T]``.
+def reduce_tiles_torch(part_max, part_key, part_idx, flags, V: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same reduction as :func:`reduce_tiles_kernel`, in vectorized torch.
 
-    Returns ``(tokens int64 [B, S], flags int32 [B, S])``.
+    Used in the interpreter, where each program's reductions cost milliseconds of patching;
+    ``tests/test_reduce.py`` binds the two.
     """
+    m = part_max.max(dim=-1, keepdim=True).values
+    k = torch.where(part_max == m, part_key, torch.full_like(part_key, -2))
+    j = k.argmax(dim=-1, keepdim=True)
+    tokens = part_idx.gather(-1, j).squeeze(-1).clamp(0, V - 1)
+    row = ((flags & 1) != 0).any(dim=-1).to(torch.int32) | (((flags & 2) != 0).any(dim=-1).to(torch.int32) * 2)
+    row_flags = row[:, None] | torch.where(m.squeeze(-1) == float("-inf"), 4, 0).to(torch.int32)
+    return tokens, row_flags
+
+
+def reduce_tiles(part_max, part_key, part_idx, flags, V: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stage 2 on partials of shape ``[B, S, T]`` and flags ``[B, T]``.
+
+    Returns ``(tokens int64 [B, S], flags int32 [B, S])``.  Compiled: one Triton launch; in the
+    interpreter: :func:`reduce_tiles_torch`.
+    """
+    if INTERPRET:
+        return reduce_tiles_torch(part_max, part_key, part_idx, flags, V)
+    return launch_reduce_tiles(part_max, part_key, part_idx, flags, V)
+
+
+def launch_reduce_tiles(part_max, part_key, part_idx, flags, V: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch :func:`reduce_tiles_kernel`; returns ``(tokens [B, S], flags [B, S])``."""
     B, S, T = part_max.shape
     tokens = torch.empty((B, S), dtype=torch.int64, device=part_max.device)
     row_flags = torch.empty((B, S), dtype=torch.int32, device=part_max.device)

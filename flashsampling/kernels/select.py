@@ -20,6 +20,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .._device import device_function
 from ..noise import token_noise
 
 FLAG_BAD_LOGIT = 1
@@ -27,7 +28,7 @@ FLAG_OVERFLOW = 2
 FLAG_NO_FINITE = 4
 
 
-@triton.jit
+@device_function
 def perturb_select_store(
     z,
     rows,

@@ -1,0 +1,63 @@
+"""Cost of the grouped variants on the GPU (issue 4): the per-tile log-mass in the fused pass, the
+grouped combine, the online merges and the tensor-parallel combine (world of one).
+
+Run on the H200: ``python benchmarks/grouped_cost.py --out benchmarks/results/grouped_cost_h200.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import flashsampling  # noqa: E402
+from benchmarks.common import median_ms  # noqa: E402
+from flashsampling.distributed import sample_tp  # noqa: E402
+from flashsampling.grouped import sample_grouped  # noqa: E402
+from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
+from flashsampling.online import sample_online  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/results/grouped_cost_h200.json")
+    ap.add_argument("--V", type=int, default=151936)
+    ap.add_argument("--D", type=int, default=4096)
+    args = ap.parse_args()
+    V, D = args.V, args.D
+    torch.manual_seed(0)
+    w = (torch.randn(V, D, device="cuda") * 0.02).to(torch.bfloat16)
+    rows = []
+    for B in (1, 64, 256):
+        h = torch.randn(B, D, device="cuda").to(torch.bfloat16)
+        inv = torch.ones(B, device="cuda")
+        t = default_tiles(B, V, D)
+        r = {"B": B, "V": V, "D": D}
+        r["stage1_ms"] = median_ms(lambda h=h, inv=inv, t=t: launch_fused_stage1(h, w, inv, 1, 2, 1, t))
+        r["stage1_lse_ms"] = median_ms(
+            lambda h=h, inv=inv, t=t: launch_fused_stage1(h, w, inv, 1, 2, 1, t, return_lse=True)
+        )
+        r["fused_ms"] = median_ms(lambda h=h: flashsampling.sample(h, w, seed=1, host_checks=False))
+        r["grouped_tiles_ms"] = median_ms(lambda h=h: sample_grouped(h, w, seed=1, host_checks=False))
+        r["grouped_8_shards_ms"] = median_ms(
+            lambda h=h: sample_grouped(h, w, seed=1, host_checks=False, group_sizes=[V // 8] * 7 + [V - 7 * (V // 8)])
+        )
+        r["online_32768_ms"] = median_ms(lambda h=h: sample_online(h, w, chunk_size=32768, seed=1, host_checks=False))
+        r["tp_world1_pathwise_ms"] = median_ms(lambda h=h: sample_tp(h, w, vocab_start=0, seed=1, host_checks=False))
+        r["tp_world1_factorized_ms"] = median_ms(
+            lambda h=h: sample_tp(h, w, vocab_start=0, seed=1, host_checks=False, combine="factorized")
+        )
+        r["lse_overhead_pct"] = 100.0 * (r["stage1_lse_ms"] / r["stage1_ms"] - 1.0)
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+    out = {"device": torch.cuda.get_device_name(), "rows": rows, "torch": torch.__version__}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,382 @@
+"""Online sampling: consume the vocabulary chunk by chunk with O(1) state per row.
+
+The binary merge
+----------------
+A row's state after the chunks ``C_1 .. C_j`` is the running log-mass ``L = logsumexp_{i in C_1..C_j}
+s_i`` (``s = z / T``) and, per sample, the chosen index ``X``.  A new chunk ``C`` brings its
+log-mass ``L_C`` and its local Gumbel-max sample ``X_C`` (stage 1 with ``return_lse``, reduced over
+its tiles).  The merge::
+
+    L_new = logaddexp(L, L_C)
+    X     = X_C  with probability  p = exp(L_C - L_new),  else unchanged
+    L     = L_new
+
+By induction ``P(X = i) = exp(s_i - L)`` after every chunk: a token of the new chunk is kept with
+``p * exp(s_i - L_C) = exp(s_i - L_new)``, an old one with ``(1 - p) exp(s_i - L) = exp(s_i - L_new)``.
+This needs the coin to be independent of ``X_C`` and of the past: it is the exponential variate
+``E`` of the Philox counter ``(chunk_start, row, sample, STREAM_ONLINE)`` (distinct chunks have
+distinct starts; the token noise is stream 0), and the coin is ``E > L_new - L_C`` in float64,
+which has probability ``exp(-(L_new - L_C)) = p`` (``E`` is exponential with 64 random bits, accurate
+down to ``p = 2**-64``).  The first chunk with mass is always taken (``L_new - L_C = 0 < E``); a
+chunk with no mass (``L_C = -inf``) never is.  Greedy rows keep the lexicographic ``(z, key)``
+maximum instead, which equals the fused greedy token.
+
+Chunks may have any sizes and come in any order and number of calls (for a weight streamed from
+host memory, or too large for one launch); they must not overlap.  With a single chunk the result
+is exactly :func:`flashsampling.sample` (the first chunk is always taken).  With several, the
+result differs pathwise from the fused one but has the same distribution.
+
+The state is ``L`` (float64 ``[B]``), and per sample the index, and for greedy rows the score and
+key of the current choice: O(1) per row and sample, whatever the vocabulary size.  The final ``L`` is
+the full ``logsumexp(z / T)`` (``max z`` for greedy rows), for log-probabilities
+``log p_i = z_i / T - L``; its error is bounded by :func:`flashsampling.grouped.logmass_tolerance`
+with the largest chunk tile as group size.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from . import _validate as check
+from .grouped import (
+    _CHUNK_ELEMENTS,
+    _check_row,
+    check_lm_head,
+    group_logmass_np,
+    local_samples_np,
+    logits_blocks,
+    masked_logsumexp,
+    or_reduce,
+)
+from .kernels.combine import launch_stream_noise, lexmax
+from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1
+from .kernels.select import FLAG_NO_FINITE
+from .noise import exponential_from_bits_np, philox4x32_np, split_seed
+from .sampling import _raise_on_flags
+from .twin import sample_twin_many
+
+#: Philox stream of the online merge coins (0: token noise, 1: group choice).
+STREAM_ONLINE = 2
+
+
+def _normalize_device(device) -> torch.device:
+    """``torch.device`` with an explicit index for CUDA (tensors report ``cuda:0``, not ``cuda``)."""
+    d = torch.device(device)
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    return d
+
+
+class OnlineResult(NamedTuple):
+    """Tokens ``int64 [B, S]`` and ``logsumexp(z / T)`` ``float64 [B]`` (``max z`` for greedy rows)."""
+
+    tokens: torch.Tensor
+    logsumexp: torch.Tensor
+
+
+def logaddexp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """float64 ``log(exp(a) + exp(b))``, ``-inf`` when both are ``-inf``."""
+    m = torch.maximum(a, b)
+    d = -(a - b).abs()
+    return torch.where(m == -math.inf, m, m + torch.log1p(torch.exp(torch.where(torch.isnan(d), -math.inf, d))))
+
+
+def logaddexp_np(a, b):
+    """NumPy twin of :func:`logaddexp` (same formula)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    m = np.maximum(a, b)
+    with np.errstate(invalid="ignore"):
+        d = -np.abs(a - b)
+    return np.where(m == -np.inf, m, m + np.log1p(np.exp(np.where(np.isnan(d), -np.inf, d))))
+
+
+def coin_threshold(L: torch.Tensor, L_chunk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(L_new - L_C, L_new)``; ``+inf`` threshold for a chunk with no mass.  Take the chunk iff ``E > threshold``."""
+    L_new = logaddexp(L, L_chunk)
+    return torch.where(L_chunk == -math.inf, math.inf, L_new - L_chunk), L_new
+
+
+class OnlineSampler:
+    """Sample from ``softmax(z / T)`` while the vocabulary arrives chunk by chunk.
+
+    Parameters
+    ----------
+    batch_size : int
+        Rows ``B``.
+    temperature : float or torch.Tensor of shape (B,)
+        ``0`` means greedy.
+    seed : int in [0, 2**64) or None
+        As in :func:`flashsampling.sample`; the token noise is keyed by the global vocabulary index,
+        the merge coins by ``(chunk_start, row, sample, STREAM_ONLINE)``.
+    num_samples : int
+    device : torch.device or str or None
+        Where the state lives; ``None``: the temperature tensor's device, else the first chunk's.
+    host_checks : bool
+        As in :func:`flashsampling.sample`; the checks run once, in :meth:`result`.
+
+    Examples
+    --------
+    >>> sampler = OnlineSampler(B, temperature=0.8, seed=1)             # doctest: +SKIP
+    >>> for a in range(0, V, 32768):                                     # doctest: +SKIP
+    ...     sampler.update(hidden, weight_cpu[a:a + 32768].to(dev, non_blocking=True), start=a)
+    >>> tokens, lse = sampler.result(vocab_size=V)                       # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        *,
+        temperature: float | torch.Tensor = 1.0,
+        seed: int | None = None,
+        num_samples: int = 1,
+        device=None,
+        host_checks: bool = True,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+            raise TypeError(f"batch_size must be an int >= 1, got {type(batch_size).__name__}")
+        check.check_nonempty("batch_size", batch_size, "B")
+        check.check_counter("batch_size", batch_size)
+        if device is None and isinstance(temperature, torch.Tensor):
+            device = temperature.device
+        self.batch_size = batch_size
+        self.num_samples = check.check_num_samples(num_samples)
+        self.seed = check.check_seed(seed)
+        self.host_checks = host_checks
+        self.device: torch.device | None = None
+        self._temperature = temperature
+        self._lo, self._hi = split_seed(self.seed)
+        self._intervals: list[tuple[int, int]] = []  # consumed [start, end), sorted and merged
+        self._next = 0
+        if device is not None:
+            self._allocate(_normalize_device(device))
+        else:  # validate now; the state is made on the first chunk's device
+            check.check_temperature(temperature, batch_size, torch.device("cpu"), host_checks=host_checks)
+
+    def _allocate(self, device: torch.device) -> None:
+        B, S = self.batch_size, self.num_samples
+        self.device = device
+        self._inv_temp, _ = check.check_temperature(self._temperature, B, device, host_checks=self.host_checks)
+        self._greedy = self._inv_temp == 0
+        self._logmass = torch.full((B,), -math.inf, dtype=torch.float64, device=device)
+        self._index = torch.zeros((B, S), dtype=torch.int64, device=device)
+        self._best = torch.full((B, S), -math.inf, dtype=torch.float32, device=device)
+        self._key = torch.full((B, S), -3, dtype=torch.int64, device=device)
+        self._flags = torch.zeros((B,), dtype=torch.int32, device=device)
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    @property
+    def consumed(self) -> int:
+        """Number of vocabulary columns merged so far."""
+        return sum(b - a for a, b in self._intervals)
+
+    def _claim(self, start, size: int) -> int:
+        if start is None:
+            start = self._next
+        if isinstance(start, bool) or not isinstance(start, (int, np.integer)):
+            raise TypeError(f"start must be an int >= 0 or None, got {type(start).__name__}")
+        start = int(start)
+        if start < 0:
+            raise ValueError(f"start={start} must be >= 0")
+        end = start + size
+        check.check_counter("start + chunk size", end - 1 if size else start)
+        j = bisect.bisect_left(self._intervals, (start, end))
+        for a, b in self._intervals[max(0, j - 1) : j + 1]:
+            if a < end and start < b:
+                raise ValueError(f"chunk [{start}, {end}) overlaps the already merged columns [{a}, {b})")
+        self._intervals.insert(j, (start, end))
+        merged: list[tuple[int, int]] = []
+        for a, b in self._intervals:
+            if merged and merged[-1][1] == a:
+                merged[-1] = (merged[-1][0], b)
+            else:
+                merged.append((a, b))
+        self._intervals = merged
+        self._next = end
+        return start
+
+    def _check_rows(self, name: str, rows: int, device: torch.device) -> None:
+        if rows != self.batch_size:
+            raise ValueError(f"{name} has B={rows} rows but the sampler was made with batch_size={self.batch_size}")
+        if self.device is None:
+            self._allocate(_normalize_device(device))
+        if device != self.device:
+            raise ValueError(f"{name}.device={device} differs from the sampler's device {self.device}")
+
+    # -- updates ----------------------------------------------------------------------------
+    def update(self, hidden: torch.Tensor, weight_chunk: torch.Tensor, *, start: int | None = None,
+               tiles: TileConfig | None = None) -> None:  # fmt: skip
+        """Merge the chunk ``z = hidden @ weight_chunk.T`` (global columns ``start .. start + C - 1``).
+
+        ``start`` defaults to the end of the previous chunk (0 at first).  ``weight_chunk`` on
+        another device (e.g. pinned host memory) is copied to ``hidden``'s device first.
+        """
+        both = isinstance(weight_chunk, torch.Tensor) and isinstance(hidden, torch.Tensor)
+        if both and weight_chunk.device != hidden.device:
+            weight_chunk = weight_chunk.to(hidden.device, non_blocking=True)
+        B, C, D, device = check_lm_head(hidden, weight_chunk)
+        self._check_rows("hidden", B, device)
+        if C == 0:
+            return
+        start = self._claim(start, C)
+        t = tiles or default_tiles(B, C, D)
+        parts = launch_fused_stage1(
+            hidden, weight_chunk, self._inv_temp, self._lo, self._hi, self.num_samples, t,
+            col_offset=start, return_lse=True,
+        )  # fmt: skip
+        self._merge(parts, start)
+
+    def update_logits(self, logits_chunk: torch.Tensor, *, start: int | None = None,
+                      block_b: int | None = None, block_v: int | None = None) -> None:  # fmt: skip
+        """Merge given logits ``[B, C]`` for the global columns ``start .. start + C - 1`` (``-inf`` masks)."""
+        check.check_tensor("logits_chunk", logits_chunk, ndim=2)
+        B, C = logits_chunk.shape
+        self._check_rows("logits_chunk", B, logits_chunk.device)
+        if C == 0:
+            return
+        start = self._claim(start, C)
+        bb, bv = logits_blocks(B, C, block_b, block_v)
+        parts = launch_logits_stage1(
+            logits_chunk, self._inv_temp, self._lo, self._hi, self.num_samples, bb, bv,
+            col_offset=start, return_lse=True,
+        )  # fmt: skip
+        self._merge(parts, start)
+
+    def _merge(self, parts, start: int) -> None:
+        part_max, part_key, part_idx, flags, lse = parts
+        B, S = self.batch_size, self.num_samples
+        greedy = self._greedy
+        L_c = masked_logsumexp(lse, greedy)
+        m_c, k_c, i_c, _ = lexmax(part_max, part_key, part_idx)
+        ids = torch.tensor([start], dtype=torch.int64, device=self.device)
+        _, e, _ = launch_stream_noise(ids, B, S, self._lo, self._hi, STREAM_ONLINE)
+        threshold, L_new = coin_threshold(self._logmass, L_c)
+        take_sampled = e[..., 0].double() > threshold[:, None]
+        take_greedy = (m_c > self._best) | ((m_c == self._best) & (k_c > self._key))
+        take = torch.where(greedy[:, None], take_greedy, take_sampled)
+        self._index = torch.where(take, i_c, self._index)
+        self._best = torch.where(take, m_c, self._best)
+        self._key = torch.where(take, k_c, self._key)
+        self._logmass = torch.where(greedy, torch.maximum(self._logmass, L_c), L_new)
+        self._flags = self._flags | or_reduce(flags, 1)
+
+    # -- result -----------------------------------------------------------------------------
+    def result(self, *, vocab_size: int | None = None) -> OnlineResult:
+        """The tokens and ``logsumexp`` so far.
+
+        ``vocab_size``: when given, the merged chunks must cover exactly ``[0, vocab_size)``.
+        Raises ``ValueError`` if nothing was merged, and with ``host_checks`` for NaN/inf logits
+        or a row with no finite logit.
+        """
+        if not self._intervals:
+            raise ValueError("OnlineSampler.result(): no chunk was merged yet; call update() or update_logits() first")
+        if vocab_size is not None and self._intervals != [(0, int(vocab_size))]:
+            raise ValueError(f"the merged chunks cover {self._intervals[:4]}, not [0, vocab_size={vocab_size})")
+        if self.host_checks:
+            flags = self._flags | torch.where(self._logmass == -math.inf, FLAG_NO_FINITE, 0).to(torch.int32)
+            _raise_on_flags(flags, "logits")
+        return OnlineResult(self._index.clone(), self._logmass.clone())
+
+
+def sample_online(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    *,
+    chunk_size: int,
+    temperature: float | torch.Tensor = 1.0,
+    seed: int | None = None,
+    num_samples: int = 1,
+    return_logsumexp: bool = False,
+    host_checks: bool = True,
+):
+    """:class:`OnlineSampler` over ``weight`` in consecutive chunks of ``chunk_size`` rows.
+
+    Returns ``tokens [B, S]`` (int64), or ``(tokens, logsumexp)`` with ``return_logsumexp``.
+    """
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size!r} must be an int >= 1")
+    B, V, _, device = check_lm_head(hidden, weight)
+    check.check_nonempty("weight", V, "V")
+    sampler = OnlineSampler(
+        B, temperature=temperature, seed=seed, num_samples=num_samples, device=device, host_checks=host_checks
+    )
+    for a in range(0, V, chunk_size):
+        sampler.update(hidden, weight[a : a + chunk_size], start=a)
+    res = sampler.result(vocab_size=V)
+    return (res.tokens, res.logsumexp) if return_logsumexp else res.tokens
+
+
+# --------------------------------------------------------------------------------------------
+# NumPy twin
+# --------------------------------------------------------------------------------------------
+
+
+def coin_noise_np(seed: int, starts, row, samples) -> np.ndarray:
+    """The merge coins' exponential variates ``E`` (float32) for ``(start, row, sample, STREAM_ONLINE)``."""
+    lo, hi = split_seed(int(seed))
+    w0, w1, _, _ = philox4x32_np(starts, row, samples, STREAM_ONLINE, lo, hi)
+    return exponential_from_bits_np(w0, w1)
+
+
+def default_chunks(V: int) -> list[int]:
+    """Uneven chunk sizes for the NumPy sampler: about ``sqrt(V)`` on average, cycling 1/2, 1, 3/2 of it."""
+    c = max(2, math.isqrt(V))
+    sizes, pattern, a, j = [], (c // 2 or 1, c, c + c // 2), 0, 0
+    while a < V:
+        m = min(pattern[j % 3], V - a)
+        sizes.append(m)
+        a += m
+        j += 1
+    return sizes
+
+
+def online_choice_np(L_chunks: np.ndarray, starts: np.ndarray, seed: int, n: int, *, row: int = 0) -> np.ndarray:
+    """Which chunk's local sample survives all merges, for samples ``0..n-1`` of one row: int64 ``(n,)``.
+
+    The coins do not depend on the local samples, so the survivor is the last chunk whose coin
+    said "take" (chunks merged in the order given, as :class:`OnlineSampler` would).
+    """
+    C = L_chunks.shape[0]
+    prefix = np.empty(C)
+    acc = -np.inf
+    for j in range(C):
+        acc = float(logaddexp_np(acc, L_chunks[j]))
+        prefix[j] = acc
+    with np.errstate(invalid="ignore"):
+        threshold = np.where(L_chunks == -np.inf, np.inf, prefix - L_chunks)
+    out = np.empty(n, dtype=np.int64)
+    per = max(1, _CHUNK_ELEMENTS // C)
+    ids = starts.astype(np.uint32)[None, :]
+    for s0 in range(0, n, per):
+        smp = np.arange(s0, min(n, s0 + per), dtype=np.uint32)[:, None]
+        take = coin_noise_np(seed, ids, row, smp).astype(np.float64) > threshold[None, :]
+        out[s0 : s0 + smp.shape[0]] = C - 1 - np.argmax(take[:, ::-1], axis=1)
+    return out
+
+
+def online_sampler_np(logits: np.ndarray, temperature: float, n: int, seed: int, *, chunk_sizes=None) -> np.ndarray:
+    """``n`` samples of one row by the online rule, with the kernel's noise and coins: int64 ``(n,)``.
+
+    Chunks (``chunk_sizes``, default :func:`default_chunks`) are merged in order; sample ``s`` is
+    row 0, sample ``s`` of an :class:`OnlineSampler` fed those chunks, up to the float32-vs-float64
+    rounding of the chunk log-masses.  Only the surviving chunk's token noise is evaluated:
+    ``C + |chunk|`` noise evaluations per sample.  ``temperature = 0`` is greedy.
+    """
+    z32, inv32 = _check_row(logits, temperature)
+    if inv32 == 0:
+        return sample_twin_many(z32, 0.0, seed=seed, num_samples=n)
+    V = z32.shape[0]
+    sizes = np.asarray(default_chunks(V) if chunk_sizes is None else [int(c) for c in chunk_sizes], dtype=np.int64)
+    if (sizes < 0).any() or sizes.sum() != V:
+        raise ValueError(f"chunk_sizes must be >= 0 and sum to V={V}")
+    keep = sizes > 0
+    starts = (np.cumsum(sizes) - sizes)[keep]
+    sizes = sizes[keep]
+    L = group_logmass_np(z32, inv32, starts, sizes)
+    choice = online_choice_np(L, starts, seed, n)
+    return local_samples_np(z32, inv32, seed, starts, sizes, choice)

@@ -1,0 +1,31 @@
+"""The examples in the docstrings of the verification library run."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "verification",
+    "verification.assertions",
+    "verification.counts",
+    "verification.family",
+    "verification.planning",
+    "verification.stats.gof",
+    "verification.stats.exact",
+    "verification.stats.cdf",
+    "verification.stats.homogeneity",
+    "verification.stats.tails",
+    "verification.stats.gumbel",
+    "verification.stats.ties",
+    "verification.stats.categories",
+    "verification.stats.independence",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0

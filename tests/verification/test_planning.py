@@ -1,0 +1,134 @@
+"""The planning twins, tested against themselves: n from a deviation, then the deviation from that n,
+never above the target (and n - 1 not enough where the twin promises the smallest n)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verification import min_detectable_tv, required_samples
+from verification.planning import CHI2_MISS_SAFETY, chi2_noncentrality, chi2_power, dkw_min_detectable
+from verification.stats.categories import category_min_detectable_missing, category_required_samples
+from verification.stats.cdf import cdf_min_detectable, cdf_required_samples
+from verification.stats.exact import exact_min_detectable_tv, exact_required_samples
+from verification.stats.gumbel import gumbel_min_detectable, gumbel_required_samples, gumbel_shift_distance
+from verification.stats.homogeneity import homogeneity_min_detectable_tv, homogeneity_required_samples
+from verification.stats.independence import independence_min_detectable_tv, independence_required_samples
+from verification.stats.tails import tail_min_detectable_deficit, tail_required_samples
+from verification.stats.ties import tie_min_detectable_shift, tie_required_samples
+
+ALPHAS = [1e-2, 1e-6]
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize("v", [2, 10, 1000, 262144])
+@pytest.mark.parametrize("tv", [0.3, 0.05, 0.01, 0.002])
+def test_chi2_pair_is_consistent_and_tight(tv, v, alpha):
+    n = required_samples(tv, v, alpha=alpha, power=0.99)
+    assert min_detectable_tv(n, v, alpha=alpha, power=0.99) <= tv
+    if n > 1:
+        assert min_detectable_tv(n - 1, v, alpha=alpha, power=0.99) > tv
+
+
+def test_chi2_planning_scales_as_documented():
+    # 1/sqrt(n) in n; increasing in V; increasing as alpha shrinks or power grows.
+    a = min_detectable_tv(10_000, 100)
+    assert min_detectable_tv(40_000, 100) == pytest.approx(a / 2, rel=1e-12)
+    assert min_detectable_tv(10_000, 1000) > a > min_detectable_tv(10_000, 10)
+    assert min_detectable_tv(10_000, 100, alpha=1e-9) > a > min_detectable_tv(10_000, 100, alpha=1e-3)
+    assert min_detectable_tv(10_000, 100, power=0.999) > a
+    assert round(min_detectable_tv(10**6, 1000), 4) == 0.0097
+
+
+@pytest.mark.parametrize("dof", [1, 9, 999, 262143])
+def test_noncentrality_reaches_the_target_with_the_safety_margin(dof):
+    lam = chi2_noncentrality(dof, 1e-6, 0.99)
+    assert chi2_power(lam, dof, 1e-6) == pytest.approx(1 - CHI2_MISS_SAFETY * 0.01, abs=1e-6)
+    assert chi2_power(0.0, dof, 1e-6) == pytest.approx(1e-6, rel=1e-3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 30), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
+def test_cauchy_schwarz_bound_behind_the_planning(v, s1, s2):
+    """chi2(q || p) >= 4 TV(p, q)**2 for any p, q (the derivation in verification.planning)."""
+    p = np.random.default_rng(s1).dirichlet(np.ones(v))
+    q = np.random.default_rng(s2).dirichlet(np.ones(v) * 0.5)
+    chi2 = float(((q - p) ** 2 / p).sum())
+    tv = 0.5 * float(np.abs(q - p).sum())
+    assert chi2 >= 4 * tv * tv * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize("delta", [0.2, 0.03, 0.004])
+def test_cdf_pair(delta, alpha):
+    n = cdf_required_samples(delta, alpha=alpha)
+    assert cdf_min_detectable(n, alpha=alpha) <= delta < cdf_min_detectable(max(1, n - 1), alpha=alpha) or n == 1
+    assert cdf_min_detectable(n, alpha=alpha) == dkw_min_detectable(n, alpha, 0.99)
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize("delta", [0.2, 0.03, 0.01])
+def test_gumbel_pair(delta, alpha):
+    n = gumbel_required_samples(delta, alpha=alpha)
+    assert gumbel_min_detectable(n, alpha=alpha) <= delta
+    # the exact KS critical value is below the DKWM one: never more maxima than the DKWM test
+    assert n <= cdf_required_samples(delta, alpha=alpha)
+
+
+def test_gumbel_shift_distance():
+    assert gumbel_shift_distance(0.0) == 0.0
+    x = np.linspace(-10, 30, 400001)
+    for s in (0.01, 0.3, 2.0):
+        brute = np.abs(np.exp(-np.exp(-x)) - np.exp(-np.exp(-(x - s)))).max()
+        assert gumbel_shift_distance(s) == pytest.approx(brute, abs=1e-8)
+        assert gumbel_shift_distance(-s) == gumbel_shift_distance(s)
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize(("deficit", "mass"), [(1.0, 0.01), (1.0, 3e-4), (0.2, 0.02), (0.05, 0.1)])
+def test_tail_pair(deficit, mass, alpha):
+    n = tail_required_samples(deficit, mass, alpha=alpha)
+    assert tail_min_detectable_deficit(n, mass, alpha=alpha) <= deficit
+    if deficit == 1.0:  # full starvation: (1 - p_T)**n <= alpha, about log(1/alpha) / p_T draws
+        assert n <= math.ceil(math.log(alpha) / math.log1p(-mass))
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize(("shift", "m"), [(0.1, 2), (0.01, 101), (0.003, 262144)])
+def test_tie_pair(shift, m, alpha):
+    n = tie_required_samples(shift, m, alpha=alpha)
+    assert tie_min_detectable_shift(n, m, alpha=alpha) <= shift
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize(("missing", "v"), [(1e-3, 100), (1e-6, 262144)])
+def test_category_missing_pair(missing, v, alpha):
+    n = category_required_samples(missing, v, alpha=alpha)
+    assert (
+        category_min_detectable_missing(n, v, alpha=alpha)
+        <= missing
+        < category_min_detectable_missing(n - 1, v, alpha=alpha)
+    )
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize("tv", [0.2, 0.02])
+def test_homogeneity_and_independence_pairs(tv, alpha):
+    n = homogeneity_required_samples(tv, 50, alpha=alpha)
+    assert homogeneity_min_detectable_tv(n, n, 50, alpha=alpha) <= tv
+    # two samplers need twice the draws of one sampler against exact probabilities (each)
+    assert n == pytest.approx(2 * required_samples(tv, 50, alpha=alpha), abs=2)
+    m = independence_required_samples(tv, 8, 8, alpha=alpha)
+    assert independence_min_detectable_tv(m, 8, 8, alpha=alpha) <= tv
+
+
+def test_exact_pair():
+    p = np.array([0.5, 0.3, 0.2])
+    n = exact_required_samples(0.45, p, alpha=1e-2)
+    assert exact_min_detectable_tv(n, p, alpha=1e-2) <= 0.45
+    # too few draws: the test can never reject at this alpha
+    assert exact_min_detectable_tv(3, p, alpha=1e-6) == math.inf

@@ -1,0 +1,95 @@
+"""Bad arguments get a TypeError or ValueError naming the argument; broadcast draws are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from verification import (
+    Counts,
+    assert_samples_match,
+    category_test,
+    count_samples,
+    dkwm_cdf_test,
+    goodness_of_fit,
+    homogeneity_test,
+    min_detectable_tv,
+    required_samples,
+    tail_mass_test,
+    tie_bias_test,
+)
+
+P = np.array([0.25, 0.25, 0.5])
+X = np.array([0, 1, 2, 2])
+
+CASES = [
+    ("goodness_of_fit(samples=float)", lambda: goodness_of_fit(X.astype(float), P), TypeError, "integer"),
+    ("goodness_of_fit(samples=bool)", lambda: goodness_of_fit(X > 0, P), TypeError, "integer"),
+    ("goodness_of_fit(samples=2-D)", lambda: goodness_of_fit(X.reshape(2, 2), P), ValueError, "1-D"),
+    ("goodness_of_fit(samples=[])", lambda: goodness_of_fit(np.array([], dtype=int), P), ValueError, "empty"),
+    (
+        "goodness_of_fit(samples=broadcast)",
+        lambda: goodness_of_fit(np.broadcast_to(np.int64(1), (100,)), P),
+        ValueError,
+        "broadcast",
+    ),
+    (
+        "goodness_of_fit(samples=expanded tensor)",
+        lambda: goodness_of_fit(torch.tensor([1]).expand(100), P),
+        ValueError,
+        "broadcast",
+    ),
+    ("goodness_of_fit(probs sum 0.9)", lambda: goodness_of_fit(X, [0.3, 0.3, 0.3]), ValueError, "sum to 1"),
+    ("goodness_of_fit(probs<0)", lambda: goodness_of_fit(X, [-0.5, 0.5, 1.0]), ValueError, ">= 0"),
+    ("goodness_of_fit(probs=nan)", lambda: goodness_of_fit(X, [np.nan, 0.5, 0.5]), ValueError, "finite"),
+    ("goodness_of_fit(probs=2-D)", lambda: goodness_of_fit(X, P[None]), ValueError, "1-D"),
+    ("goodness_of_fit(probs=str)", lambda: goodness_of_fit(X, ["a", "b"]), TypeError, "real"),
+    ("goodness_of_fit(alpha=0)", lambda: goodness_of_fit(X, P, alpha=0), ValueError, "alpha"),
+    ("goodness_of_fit(alpha='x')", lambda: goodness_of_fit(X, P, alpha="x"), TypeError, "alpha"),
+    ("goodness_of_fit(power=alpha)", lambda: goodness_of_fit(X, P, alpha=0.1, power=0.1), ValueError, "power"),
+    ("goodness_of_fit(counts V mismatch)", lambda: goodness_of_fit(Counts(np.ones(4, int)), P), ValueError, "4"),
+    ("assert_samples_match(alpha=1)", lambda: assert_samples_match(X, P, alpha=1.0), ValueError, "alpha"),
+    ("required_samples(tv=0)", lambda: required_samples(0.0, 10), ValueError, "tv"),
+    ("required_samples(tv=1.5)", lambda: required_samples(1.5, 10), ValueError, "tv"),
+    ("required_samples(num_categories=1)", lambda: required_samples(0.1, 1), ValueError, "num_categories"),
+    ("required_samples(num_categories=2.0)", lambda: required_samples(0.1, 2.0), TypeError, "num_categories"),
+    ("min_detectable_tv(n=0)", lambda: min_detectable_tv(0, 10), ValueError, "n"),
+    ("min_detectable_tv(n=True)", lambda: min_detectable_tv(True, 10), TypeError, "n"),
+    ("count_samples(num_categories=0)", lambda: count_samples(X, 0), ValueError, "num_categories"),
+    ("dkwm_cdf_test(order='up')", lambda: dkwm_cdf_test(X, P, order="up"), ValueError, "order"),
+    ("tail_mass_test(tail=float)", lambda: tail_mass_test(X, P, np.array([0.5])), TypeError, "tail"),
+    ("tail_mass_test(tail out of range)", lambda: tail_mass_test(X, P, [7]), ValueError, "tail"),
+    (
+        "tail_mass_test(alternative='up')",
+        lambda: tail_mass_test(X, P, [2], alternative="up"),
+        ValueError,
+        "alternative",
+    ),
+    ("tie_bias_test(support=[1])", lambda: tie_bias_test(X, 3, support=[1]), ValueError, "support"),
+    ("homogeneity_test(min_expected=0)", lambda: homogeneity_test(X, X, 3, min_expected=0), ValueError, "min_expected"),
+    ("category_test(power=1)", lambda: category_test(X, P, power=1.0), ValueError, "power"),
+]
+
+
+@pytest.mark.parametrize(("call", "exc", "match"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_arguments(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_torch_and_narrow_integer_inputs_are_accepted():
+    x = np.random.default_rng(0).choice(3, 3000, p=P)
+    a = goodness_of_fit(x, P)
+    assert goodness_of_fit(torch.from_numpy(x), torch.tensor(P)).statistic == a.statistic
+    assert goodness_of_fit(x.astype(np.int16), P).statistic == a.statistic
+    assert goodness_of_fit(x.astype(np.uint8), P.astype(np.float32)).pvalue == pytest.approx(a.pvalue, rel=1e-6)
+
+
+def test_counts_add_and_out_of_range():
+    a = count_samples(np.array([0, 1, 5, -1]), 3)
+    assert a.n == 4 and a.out_of_range == 2 and a.histogram.tolist() == [1, 1, 0]
+    b = a + count_samples(np.array([2]), 3)
+    assert b.n == 5 and b.histogram.tolist() == [1, 1, 1]
+    with pytest.raises(ValueError, match="cannot add"):
+        a + count_samples(np.array([2]), 4)

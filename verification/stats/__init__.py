@@ -1,0 +1,16 @@
+"""One module per test family.
+
+========================  ===========================================================================
+module                    tests
+========================  ===========================================================================
+:mod:`.gof`               Pearson chi-square and G-test with pooling (the workhorse)
+:mod:`.exact`             exact multinomial test (tiny V and n)
+:mod:`.cdf`               DKWM-envelope CDF test in a declared category order
+:mod:`.homogeneity`       two-sample chi-square between two samplers
+:mod:`.tails`             one-sided binomial test on the tail mass (many-tail logits)
+:mod:`.gumbel`            KS test that the perturbed maximum is Gumbel(logsumexp, 1)
+:mod:`.ties`              tie-bias test on flat logits (lower vs upper index half)
+:mod:`.categories`        per-category binomial tests with Holm correction
+:mod:`.independence`      contingency chi-square between paired draws (rows, seeds, samples, ranks)
+========================  ===========================================================================
+"""

@@ -1,0 +1,126 @@
+"""Registry of the samplers the main job verifies.
+
+A variant draws ``n`` samples of one case's row: ``sample(case, n, seed) -> int64 array (n,)``.
+Layers, as in the design's three layers of evidence:
+
+* ``control``: the float64 inverse-CDF reference (a correct sampler: it must pass);
+* ``twin``: NumPy code proven bit-exact to a kernel (fast on CPU, so n is large);
+* ``kernel``: the Triton kernel itself (interpreted on CPU, so n is small there; compiled on GPU).
+
+Variants whose module has not landed (grouped, online, tensor parallel) are skipped silently.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from flashsampling.reference import sample_inverse_cdf
+from flashsampling.twin import sample_twin_many
+
+from .cases import Case
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named sampler under test.
+
+    Attributes
+    ----------
+    name : str
+    layer : str
+        ``"control"``, ``"twin"`` or ``"kernel"``.
+    sample : callable
+        ``(case, n, seed) -> numpy int64 array of shape (n,)``.
+    cpu_elements : int
+        Sample budget on CPU in units of ``n * V`` (vocabulary entries processed).
+    """
+
+    name: str
+    layer: str
+    sample: Callable[[Case, int, int], np.ndarray]
+    cpu_elements: int
+
+
+def _reference(case: Case, n: int, seed: int) -> np.ndarray:
+    return sample_inverse_cdf(case.probs, n, np.random.default_rng(seed))
+
+
+def _twin(case: Case, n: int, seed: int) -> np.ndarray:
+    return sample_twin_many(case.logits.astype(np.float32), case.temperature, seed=seed, num_samples=n)
+
+
+def _kernel_rows(n: int, v: int, device_is_cpu: bool) -> tuple[int, int]:
+    """Split n samples into (rows, samples per row): rows are independent streams of one row's logits."""
+    rows = 64 if device_is_cpu else 1024
+    rows = max(1, min(rows, n))
+    return rows, -(-n // rows)
+
+
+def _kernel_logits(case: Case, n: int, seed: int) -> np.ndarray:
+    import torch
+
+    import flashsampling
+
+    device = "cpu" if flashsampling.INTERPRET else "cuda"
+    rows, per = _kernel_rows(n, case.num_categories, flashsampling.INTERPRET)
+    z = torch.tensor(case.logits, dtype=torch.float32, device=device).expand(rows, -1)
+    tok = flashsampling.sample_from_logits(z, temperature=case.temperature, seed=seed, num_samples=per)
+    return tok.reshape(-1)[:n].cpu().numpy()
+
+
+def _kernel_matmul(case: Case, n: int, seed: int) -> np.ndarray:
+    """The fused matmul kernel on an fp32 identity-like factorization of the case's logits.
+
+    ``h = [z, 0...]`` padded to D=16 columns and ``W = [e_0 ...]`` so that ``h @ W.T = z`` exactly in
+    fp32 (one nonzero product per logit): the target is the case's softmax with no rounding.
+    """
+    import torch
+
+    import flashsampling
+
+    if not np.isfinite(case.logits).all():
+        raise NotImplementedError("the matmul path has no -inf logits")
+    device = "cpu" if flashsampling.INTERPRET else "cuda"
+    v = case.num_categories
+    rows, per = _kernel_rows(n, v, flashsampling.INTERPRET)
+    w = torch.zeros(v, 16, dtype=torch.float32)
+    w[:, 0] = torch.tensor(case.logits, dtype=torch.float32)
+    h = torch.zeros(rows, 16, dtype=torch.float32)
+    h[:, 0] = 1.0
+    tok = flashsampling.sample(h.to(device), w.to(device), temperature=case.temperature, seed=seed, num_samples=per)
+    return tok.reshape(-1)[:n].cpu().numpy()
+
+
+def _optional(module: str, attr: str) -> Callable | None:
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        return None
+
+    def sample(case: Case, n: int, seed: int) -> np.ndarray:
+        return np.asarray(fn(case.logits, case.temperature, n, seed), dtype=np.int64)
+
+    return sample
+
+
+def registry() -> list[Variant]:
+    """All variants present in this checkout, controls first."""
+    out = [
+        Variant("reference-inverse-cdf", "control", _reference, 400_000_000),
+        Variant("twin-fused", "twin", _twin, 60_000_000),
+        Variant("kernel-fused-logits", "kernel", _kernel_logits, 8_000_000),
+        Variant("kernel-fused-matmul", "kernel", _kernel_matmul, 4_000_000),
+    ]
+    for name, module, attr, budget in (
+        ("grouped-parallel", "flashsampling.grouped", "grouped_sampler_np", 60_000_000),
+        ("online", "flashsampling.online", "online_sampler_np", 60_000_000),
+        ("tp-factorized", "flashsampling.distributed", "tp_factorized_sampler_np", 60_000_000),
+    ):
+        fn = _optional(module, attr)
+        if fn is not None:
+            out.append(Variant(name, "twin", fn, budget))
+    return out
