@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -20,6 +22,47 @@ from flashsampling.distributed import sample_tp  # noqa: E402
 from flashsampling.grouped import sample_grouped  # noqa: E402
 from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
 from flashsampling.online import sample_online  # noqa: E402
+
+
+def host_ms(fn, reps: int = 20) -> float:
+    """Median host time of one call, without synchronizing inside (launch overhead + any hidden sync)."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+        torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def breakdown(w: torch.Tensor, D: int) -> dict:
+    """B=1, 8 shards: where the time of a shard-grouped call goes."""
+    from flashsampling.grouped import combine_groups, grouped_partials, shard_partials
+
+    V = w.shape[0]
+    h = torch.randn(1, D, device="cuda").to(torch.bfloat16)
+    inv = torch.ones(1, device="cuda")
+    size = V // 8
+    ws = w[:size]
+    t = default_tiles(1, size, D)
+    parts = launch_fused_stage1(h, ws, inv, 1, 2, 1, t, return_lse=True)
+    sizes = [size] * 7 + [V - 7 * size]
+    gp = grouped_partials(h, w, inv, 1, 2, 1, group_sizes=sizes)
+    steps = {
+        "shard_stage1": lambda: launch_fused_stage1(h, ws, inv, 1, 2, 1, t, return_lse=True),
+        "shard_partials": lambda: shard_partials(parts, inv == 0, 0),
+        "combine_8": lambda: combine_groups(gp, inv, 1, 2),
+        "grouped_partials_8": lambda: grouped_partials(h, w, inv, 1, 2, 1, group_sizes=sizes),
+        "sample_grouped_8": lambda: sample_grouped(h, w, seed=1, host_checks=False, group_sizes=sizes),
+    }
+    out = {}
+    for name, fn in steps.items():
+        out[name + "_gpu_ms"] = median_ms(fn)
+        out[name + "_host_ms"] = host_ms(fn)
+    print(json.dumps(out), flush=True)
+    return out
 
 
 def main() -> None:
@@ -54,7 +97,8 @@ def main() -> None:
         r["lse_overhead_pct"] = 100.0 * (r["stage1_lse_ms"] / r["stage1_ms"] - 1.0)
         rows.append(r)
         print(json.dumps(r), flush=True)
-    out = {"device": torch.cuda.get_device_name(), "rows": rows, "torch": torch.__version__}
+    out = {"device": torch.cuda.get_device_name(), "rows": rows, "torch": torch.__version__,
+           "breakdown_B1_8_shards": breakdown(w, D)}  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2))
 

@@ -72,7 +72,7 @@ def _tests_for(case: Case, samples: np.ndarray, alpha_each: float):
 
 def sample_size(variant: Variant, case: Case, budget_s: float | None, pilot_s_per_sample: float | None) -> int:
     """Samples for one (variant, case): the variant's CPU budget in n*V units, or a share of a time budget."""
-    n = max(2_000, min(2_000_000, variant.cpu_elements // case.num_categories))
+    n = max(2_000, min(variant.cpu_max_n, variant.cpu_elements // case.num_categories))
     if budget_s is not None and pilot_s_per_sample:
         n = int(max(2_000, budget_s / pilot_s_per_sample))
     return n
@@ -185,16 +185,26 @@ def write_report(rows: list[Row], cases: list[Case], out: Path, *, alpha: float,
             continue
         p = case.probs
         order = np.argsort(-p, kind="stable")
-        fig, ax = plt.subplots(figsize=(7, 4))
+        head = min(50, len(p))
+        ranks = np.arange(len(p))
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+        # Tail mass beyond each rank: the pooled tail, never hidden by sparse per-token counts.
+        exp_tail = np.clip(1.0 - np.cumsum(p[order]), 0.0, None)
         for variant, (counts, n) in by_case[case.name].items():
             freq = counts[order] / max(n, 1)
-            ax.plot(np.arange(len(p)), freq, ".", ms=2, alpha=0.6, label=variant)
-        ax.plot(np.arange(len(p)), p[order], "k-", lw=1, label="exact softmax")
-        ax.set_yscale("log")
-        ax.set_xlabel("token rank by exact probability")
-        ax.set_ylabel("frequency")
-        ax.set_title(f"{case.name}: observed vs expected (tail = right end)")
-        ax.legend(fontsize=6, markerscale=3)
+            ax1.plot(ranks[:head], freq[:head], ".", ms=4, alpha=0.7, label=variant)
+            ax2.step(ranks, np.clip(1.0 - np.cumsum(freq), 1e-12, None), where="post", lw=1, alpha=0.7, label=variant)
+        ax1.plot(ranks[:head], p[order][:head], "k-", lw=1, label="exact softmax")
+        ax2.step(ranks, np.clip(exp_tail, 1e-12, None), "k-", where="post", lw=1.5, label="exact softmax")
+        ax1.set_yscale("log")
+        ax1.set_xlabel("token rank by exact probability (head)")
+        ax1.set_ylabel("frequency")
+        ax2.set_yscale("log")
+        ax2.set_xlabel("token rank by exact probability")
+        ax2.set_ylabel("mass beyond rank (tail)")
+        ax1.set_title(f"{case.name}: head")
+        ax2.set_title("tail mass, observed vs exact")
+        ax2.legend(fontsize=6)
         fig.tight_layout()
         fig.savefig(plots / f"case-{case.name}.png", dpi=110)
         plt.close(fig)
