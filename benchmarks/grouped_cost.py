@@ -52,7 +52,7 @@ def breakdown(w: torch.Tensor, D: int) -> dict:
     gp = grouped_partials(h, w, inv, 1, 2, 1, group_sizes=sizes)
     steps = {
         "shard_stage1": lambda: launch_fused_stage1(h, ws, inv, 1, 2, 1, t, return_lse=True),
-        "shard_partials": lambda: shard_partials(parts, inv == 0, 0),
+        "shard_partials": lambda: shard_partials(parts, inv, 0),
         "combine_8": lambda: combine_groups(gp, inv, 1, 2),
         "grouped_partials_8": lambda: grouped_partials(h, w, inv, 1, 2, 1, group_sizes=sizes),
         "sample_grouped_8": lambda: sample_grouped(h, w, seed=1, host_checks=False, group_sizes=sizes),

@@ -21,7 +21,7 @@ From the words we build:
 * the exponential variate ``E = -log(U)`` with ``U = (k + 1/2) / 2**64`` in ``(0, 1)``, computed
   from the side of ``U`` where floating point is accurate (see :func:`exponential_from_bits`);
 * the Gumbel variate ``G = -log(E)``;
-* a tie-break key ``w2``: among exactly equal float32 scores the one with the larger ``w2`` wins,
+* a tie-break key ``w2``: among exactly equal float32 scores the one with the larger ``w2 | 1`` wins,
   so exact ties are broken uniformly at random instead of towards the lower index.
 
 ``G`` lies in ``[-log(45.06), 65 log 2] = [-3.81, 45.06]``: never +inf, -inf or NaN.  The largest
@@ -49,7 +49,6 @@ ACM Computing Surveys 23(1), 1991, Theorem 4 (accurate ``log1p`` from ``log``).
 from __future__ import annotations
 
 import numpy as np
-import triton
 import triton.language as tl
 
 from ._device import device_function  # (sets TRITON_INTERPRET before the kernels are defined)

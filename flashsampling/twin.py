@@ -25,10 +25,14 @@ def inverse_temperature32(temperature, num_rows: int) -> np.ndarray:
 
 
 def select(scores: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Row-wise argmax of ``scores`` with exact ties broken by the larger ``keys`` (uint32)."""
+    """Row-wise argmax of ``scores`` with exact ties broken by the larger ``keys | 1`` (uint32).
+
+    As in the kernel: a candidate's key is ``w2 | 1`` and a non-candidate's 0; equal keys (probability
+    ``2**-31`` per tied pair) fall to the lower index.
+    """
     m = scores.max(axis=-1, keepdims=True)
     hit = scores == m
-    k = np.where(hit, keys.astype(np.int64), -1)
+    k = np.where(hit, keys | np.uint32(1), np.uint32(0))
     return np.argmax(k, axis=-1)
 
 

@@ -4,7 +4,7 @@ For a tile of float32 logits ``z[BLOCK_SIZE_B, BLOCK_SIZE_V]`` and each sample `
 
     score[b, v] = z[b, v] * inv_temp[b] + G(seed, row=b, index=v, sample=s)     (z[b, v] if inv_temp[b] == 0)
     m[b]        = max_v score[b, v]
-    j[b]        = the v with score == m[b] and the largest tie-break key w2(seed, b, v, s)
+    j[b]        = the v with score == m[b] and the largest tie-break key w2(seed, b, v, s) | 1
 
 (``G`` keyed by the *global* index ``col_offset + v``, so shards and tensor-parallel ranks see
 the same noise as one device) and ``(m, w2, global index)`` is written to the partial buffers
@@ -17,7 +17,6 @@ Stage 2 (:mod:`.reduce`) reduces over tiles.
 
 from __future__ import annotations
 
-import triton
 import triton.language as tl
 
 from .._device import device_function
@@ -81,18 +80,21 @@ def perturb_select_store(
         tl.store(lse_ptr + rows64 * num_v_tiles + pid_v, lse, mask=row_ok)
 
     gcols = cols.to(tl.int64) + col_offset
-    zeros = tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.uint32)
-    c_row = zeros + rows.to(tl.uint32)[:, None]
-    c_col = zeros + gcols.to(tl.uint32)[None, :]
+    # Counters broadcast: (index [1, BV], row [BB, 1], sample [1, 1], stream [1, 1]); the first two
+    # Philox rounds then work on vectors, not on the whole tile.
+    c_row = rows.to(tl.uint32)[:, None]
+    c_col = gcols.to(tl.uint32)[None, :]
+    c_stream = tl.zeros([1, 1], dtype=tl.uint32)
     for smp in range(0, num_samples):
-        c_smp = (tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.int32) + smp).to(tl.uint32)
-        g, key = token_noise(k0, k1, c_row, c_col, c_smp, zeros, N_ROUNDS)
+        c_smp = (tl.zeros([1, 1], dtype=tl.int32) + smp).to(tl.uint32)
+        g, key = token_noise(k0, k1, c_row, c_col, c_smp, c_stream, N_ROUNDS)
         score = tl.where(greedy[:, None], z, scaled + g)
         score = tl.where(valid, score, float("-inf"))
         m = tl.max(score, axis=1)
         hit = (score == m[:, None]) & valid
-        kk = tl.where(hit, key.to(tl.int64), -1)
-        best_key = tl.max(kk, axis=1)
+        # Tie-break key in uint32: w2 | 1 for a candidate, 0 otherwise (so 0 never names a token).
+        kk = tl.where(hit, key | 1, 0)
+        best_key = tl.max(kk, axis=1).to(tl.int64)
         j = tl.argmax(kk, axis=1)
         idx = col_offset + pid_v.to(tl.int64) * BLOCK_SIZE_V + j.to(tl.int64)
         off = (rows64 * num_samples + smp) * num_v_tiles + pid_v
