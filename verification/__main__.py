@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.variants:
         keep = set(args.variants.split(","))
         variants = [v for v in variants if v.name in keep]
-    cases = battery()
+    cases = battery(large=not flashsampling.INTERPRET)
     if args.cases:
         keep = set(args.cases.split(","))
         cases = [c for c in cases if c.name in keep]

@@ -57,8 +57,8 @@ def _f32(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, dtype=np.float32).astype(np.float64)
 
 
-def battery(scale: float = 1.0) -> list[Case]:
-    """The declared battery.  ``scale`` multiplies no sizes; it exists so GPU runs can add larger V."""
+def battery(large: bool = False) -> list[Case]:
+    """The declared battery; ``large`` adds LM-sized vocabularies (V = 151936) for GPU runs."""
     rng = np.random.default_rng(20261129)
     cases = [
         Case("normal-V1000", _f32(rng.normal(0, 2, 1000)), 1.0, "N(0, 2^2) logits"),
@@ -77,4 +77,11 @@ def battery(scale: float = 1.0) -> list[Case]:
     cases.append(Case("many-tail-V4096", _f32(z), 1.0, "8-token head, flat tail 12 nats below", tail_gap=11.0))
     cases.append(Case("wide-range-V2000", _f32(rng.uniform(-60, 0, 2000)), 1.0, "logits spread over 60 nats"))
     cases.append(Case("hot-V1000-T2", _f32(rng.normal(0, 3, 1000)), 2.0, "temperature 2"))
+    if large:
+        cases.append(Case("normal-V151936", _f32(rng.normal(0, 2.5, 151936)), 1.0, "LM-sized, N(0, 2.5^2)"))
+        z = np.full(151936, -18.0)
+        z[:8] = rng.normal(0, 0.5, 8)
+        cases.append(
+            Case("many-tail-V151936", _f32(z), 1.0, "8-token head, 151928-token tail 18 nats below", tail_gap=17.0)
+        )
     return cases

@@ -74,7 +74,8 @@ def sample_size(variant: Variant, case: Case, budget_s: float | None, pilot_s_pe
     """Samples for one (variant, case): the variant's CPU budget in n*V units, or a share of a time budget."""
     n = max(2_000, min(variant.cpu_max_n, variant.cpu_elements // case.num_categories))
     if budget_s is not None and pilot_s_per_sample:
-        n = int(max(2_000, budget_s / pilot_s_per_sample))
+        # 5e7 draws (400 MB of int64) per run at most: memory, not time, is then the limit.
+        n = int(min(50_000_000, max(2_000, budget_s / pilot_s_per_sample)))
     return n
 
 
@@ -92,7 +93,7 @@ def run_battery(
         from tqdm import tqdm
     except ImportError:  # pragma: no cover
         tqdm = None
-    pairs = [(v, c) for v in variants for c in cases]
+    pairs = [(v, c) for v in variants for c in cases if c.num_categories <= v.max_vocab]
     it = tqdm(pairs, desc="verify", unit="run") if (progress and tqdm) else pairs
     rows: list[Row] = []
     share = None if budget_s is None else budget_s / max(1, len(pairs))

@@ -39,6 +39,8 @@ class Variant:
         Sample budget on CPU in units of ``n * V`` (vocabulary entries processed).
     cpu_max_n : int
         Cap on n on CPU (the interpreter's cost per sample does not shrink with V).
+    max_vocab : int
+        Largest V this variant is run on (CPU twins skip the LM-sized GPU cases).
     """
 
     name: str
@@ -46,6 +48,7 @@ class Variant:
     sample: Callable[[Case, int, int], np.ndarray]
     cpu_elements: int
     cpu_max_n: int = 2_000_000
+    max_vocab: int = 1 << 62
 
 
 def _reference(case: Case, n: int, seed: int) -> np.ndarray:
@@ -114,7 +117,7 @@ def registry() -> list[Variant]:
     """All variants present in this checkout, controls first."""
     out = [
         Variant("reference-inverse-cdf", "control", _reference, 400_000_000),
-        Variant("twin-fused", "twin", _twin, 60_000_000),
+        Variant("twin-fused", "twin", _twin, 60_000_000, max_vocab=8192),
         Variant("kernel-fused-logits", "kernel", _kernel_logits, 8_000_000, cpu_max_n=64 * 160),
         Variant("kernel-fused-matmul", "kernel", _kernel_matmul, 4_000_000, cpu_max_n=64 * 80),
     ]
@@ -125,5 +128,5 @@ def registry() -> list[Variant]:
     ):
         fn = _optional(module, attr)
         if fn is not None:
-            out.append(Variant(name, "twin", fn, budget))
+            out.append(Variant(name, "twin", fn, budget, max_vocab=8192))
     return out
