@@ -68,7 +68,7 @@ MAX_NOISE = 65.0 * float(np.log(2.0))
 NOISE_ABS_TOL = 2.0**-21
 NOISE_REL_TOL = 2.0**-21
 
-# Below this value of X the series for -log1p(-X) is not used: Goldberg's formula handles it.
+_TWO_M24 = 2.0**-24
 _TWO_M32 = 2.0**-32
 _TWO_M64 = 2.0**-64
 _TWO_M65 = 2.0**-65
@@ -107,15 +107,20 @@ def exponential_from_bits(w0, w1):
     complemented bits (exactly representable to 24 bits, as small as ``2**-65``) and return
     ``-log1p(-X)`` by Goldberg's formula ``log1p(x) = log(1 + x) * x / ((1 + x) - 1)``.  If
     ``b = 0``, ``U < 1/2`` is formed directly and ``-log(U)`` is accurate.  ``X`` and ``U`` are
-    both built as ``m1 * 2**-32 + (m0 * 2**-64 + 2**-65)``: products by powers of two are exact,
-    so fused multiply-adds give the same result as separate operations.
+    both built as ``(m1 >> 8) * 2**-24 + ((m1 & 255) * 2**-32 + (m0 * 2**-64 + 2**-65))``: the
+    high part is exact, so the sum rounds once to nearest instead of truncating the low word
+    (which biased ``x`` low by ``2**-33`` on average; ``proofs/finite_precision.md``); products by
+    powers of two are exact, so fused multiply-adds give the same result as separate operations.
     """
     top = w1 >> 31
     # (x ^ 0xFFFFFFFF is ~x: the interpreter's ~ fails on uint32.)
     m1 = tl.where(top == 1, w1 ^ 0xFFFFFFFF, w1) & 0x7FFFFFFF
     m0 = tl.where(top == 1, w0 ^ 0xFFFFFFFF, w0)
+    # x = m1 * 2**-32 + m0 * 2**-64 + 2**-65, with the top 23 bits of m1 exact in float32 and the
+    # rest added as one term, so the final sum rounds once to nearest (no truncation bias).
     low = m0.to(tl.float32) * 5.421010862427522e-20 + 2.710505431213761e-20
-    x = m1.to(tl.float32) * 2.3283064365386963e-10 + low
+    mid = (m1 & 0xFF).to(tl.float32) * 2.3283064365386963e-10 + low
+    x = (m1 >> 8).to(tl.float32) * 5.960464477539063e-08 + mid
     # top == 0: x is U itself.  top == 1: x is 1 - U, and y = 1 - x is the rounded U.
     y = 1.0 - x
     arg = tl.where(top == 1, y, x)
@@ -173,7 +178,8 @@ def exponential_from_bits_np(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
     m0 = np.where(top == 1, ~w0, w0)
     with np.errstate(divide="ignore", invalid="ignore"):
         low = m0.astype(f32) * f32(_TWO_M64) + f32(_TWO_M65)
-        x = m1.astype(f32) * f32(_TWO_M32) + low
+        mid = (m1 & np.uint32(0xFF)).astype(f32) * f32(_TWO_M32) + low
+        x = (m1 >> np.uint32(8)).astype(f32) * f32(_TWO_M24) + mid
         y = f32(1.0) - x
         arg = np.where(top == 1, y, x)
         neg_log = -np.log(arg)

@@ -1,0 +1,201 @@
+"""Checks of argmax_decomposition.md: pathwise decomposition over any partition, and ties.
+
+* ``decomposition_trials``: random scores drawn from a few values (so exact ties are common, and
+  ``-inf`` appears), keys from a few values (so key ties happen too), random partitions (tiles of
+  random sizes, scattered groups, nested trees): the reduction of group winners under the order
+  ``(score, key, -index)`` equals the global winner, every time.
+* ``first_seen_counterexample``: the rule "keep the first one seen on a tie" is not a function of
+  the values, so two reduction orders give two tokens.
+* ``tie_break_law``: the exact chance of each of ``m`` tied tokens to win with keys uniform on
+  ``K`` values, and its distance to ``1/m`` (Proposition 3), also in closed form for the kernel's
+  keys ``w2 | 1``, uniform on the ``K = 2**31`` odd 32-bit numbers.
+* ``twin_tiles_equal_full``: the kernel's rule on the twin's real noise, tiled, equals the
+  untiled rule (greedy rows with many ties included).
+* ``greedy_tie_uniformity``: at temperature 0 with equal logits, the twin picks each token with
+  frequency 1/V (chi-square, fixed seed).
+"""
+
+from __future__ import annotations
+
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import sympy as sp
+from scipy import stats
+
+if __package__ in (None, ""):  # run as `python proofs/check_argmax_decomposition.py`: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from flashsampling.reference import perturbed_scores_twin  # noqa: E402
+from flashsampling.twin import inverse_temperature32, sample_twin_many, select  # noqa: E402
+
+
+def kernel_key(w2: np.ndarray) -> np.ndarray:
+    """The key the kernel compares: the Philox word ``w2`` with its lowest bit set (uniform on the odd uint32)."""
+    return np.asarray(w2, dtype=np.uint32) | np.uint32(1)
+
+
+def better(a: tuple, b: tuple) -> bool:
+    """``a`` precedes ``b`` in the order of the kernel: larger score, then larger key, then smaller index.
+
+    Candidates are triples ``(score, key, index)``; this is a strict total order on distinct indices.
+    """
+    return (a[0], a[1], -a[2]) > (b[0], b[1], -b[2])
+
+
+def winner(cands: list[tuple]) -> tuple:
+    """The first candidate in the order of :func:`better` (``cands`` non-empty)."""
+    best = cands[0]
+    for c in cands[1:]:
+        if better(c, best):
+            best = c
+    return best
+
+
+def reduce_groups(scores, keys, groups: list[np.ndarray], rng: np.random.Generator | None = None) -> int:
+    """Winner of each group, then the winner of the winners (in a random binary tree if ``rng`` is given).
+
+    ``keys`` are the keys as compared (for the kernel's candidates, :func:`kernel_key` of ``w2``).
+    """
+    winners = [winner([(float(scores[i]), int(keys[i]), int(i)) for i in g]) for g in groups if len(g)]
+    while len(winners) > 1:
+        if rng is None:
+            winners = [winner(winners)]
+            break
+        a = winners.pop(int(rng.integers(len(winners))))
+        b = winners.pop(int(rng.integers(len(winners))))
+        winners.append(winner([a, b]))
+    return winners[0][2]
+
+
+def random_partition(v: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Tiles of random sizes (contiguous) or a scattered partition into random groups."""
+    if rng.random() < 0.5:
+        n_cuts = min(v - 1, int(rng.integers(0, 8)))
+        cuts = np.sort(rng.choice(np.arange(1, v), size=n_cuts, replace=False)) if n_cuts > 0 else []
+        return np.split(np.arange(v), cuts)
+    labels = rng.integers(0, int(rng.integers(1, 9)), v)
+    return [np.flatnonzero(labels == k) for k in np.unique(labels)]
+
+
+def decomposition_trials(n_trials: int = 2000, seed: int = 1) -> tuple[int, int]:
+    """``(mismatches, trials with an exact tie at the top)``: mismatches must be 0."""
+    rng = np.random.default_rng(seed)
+    mismatches = ties = 0
+    for _ in range(n_trials):
+        v = int(rng.integers(1, 200))
+        values = np.array([-np.inf, -1.5, 0.0, 0.25, 1.0, 3.0], dtype=np.float32)
+        scores = values[rng.integers(0, values.size, v)]
+        w2 = rng.integers(0, 8 if rng.random() < 0.5 else 2**32, v, dtype=np.int64).astype(np.uint32)
+        keys = kernel_key(w2).astype(np.int64)  # a few values: key ties are common too
+        truth = winner([(float(scores[i]), int(keys[i]), i) for i in range(v)])[2]
+        ties += int((scores == scores.max()).sum() > 1)
+        got = reduce_groups(scores, keys, random_partition(v, rng), rng if rng.random() < 0.5 else None)
+        mismatches += int(got != truth)
+        # The twin's vectorized rule (larger w2 | 1 wins, then the first index) is the same order:
+        mismatches += int(select(scores[None, :], w2[None, :])[0] != truth)
+    return mismatches, ties
+
+
+def first_seen_counterexample() -> tuple[int, int]:
+    """Two reduction orders of the rule "on a score tie keep the one seen first": the tokens they return."""
+
+    def first_seen(cands):
+        best = cands[0]
+        for c in cands[1:]:
+            if c[0] > best[0]:
+                best = c
+        return best
+
+    scores = [1.0, 1.0, 0.0]
+    cands = [(s, 0, i) for i, s in enumerate(scores)]
+    left_to_right = first_seen([first_seen(cands[:1]), first_seen(cands[1:])])[2]
+    right_to_left = first_seen([first_seen(cands[1:]), first_seen(cands[:1])])[2]
+    return left_to_right, right_to_left
+
+
+def tie_break_law(m: int, k: int) -> list[Fraction]:
+    """Exact ``P(the r-th lowest index wins)``, ``r = 0..m-1``, for ``m`` tied scores and keys uniform on ``{0..k-1}``.
+
+    Token ``r`` wins iff its key ``c`` exceeds the keys of the ``r`` lower indices and is at least
+    the keys of the ``m - 1 - r`` higher ones: ``P = k**-m sum_c c**r (c + 1)**(m - 1 - r)``.
+    """
+    return [Fraction(sum(c**r * (c + 1) ** (m - 1 - r) for c in range(k)), k**m) for r in range(m)]
+
+
+def tie_break_deviation_closed_form(m: int, k_bits: int = 31) -> float:
+    """``max_r |P(r wins) - 1/m|`` for keys uniform on ``2**k_bits`` values (the kernel's: 31), in closed form by sympy.
+
+    Only the order of the keys matters, so the odd numbers ``w2 | 1`` behave as ``{0, ..., 2**31 - 1}``.
+    """
+    c, kk = sp.symbols("c K", integer=True, nonnegative=True)
+    worst = sp.Integer(0)
+    for r in range(m):
+        s = sp.summation(sp.expand(c**r * (c + 1) ** (m - 1 - r)), (c, 0, kk - 1))
+        val = s.subs(kk, sp.Integer(2) ** k_bits) / (sp.Integer(2) ** k_bits) ** m
+        worst = sp.Max(worst, abs(val - sp.Rational(1, m)))
+    return float(worst)
+
+
+def twin_tiles_equal_full(
+    v: int = 777, rows: int = 6, samples: int = 20, tiles=(1, 7, 64, 128, 1000), seed: int = 99
+) -> int:
+    """Mismatches between the tiled and the untiled selection on the twin's scores (expected 0).
+
+    Half of the rows are greedy (temperature 0) with logits quantized to a few values, so that
+    exact float32 ties are everywhere and the key decides.
+    """
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0, 2, (rows, v)).astype(np.float32)
+    z[::2] = np.round(z[::2])  # greedy rows: many exact ties
+    temps = np.where(np.arange(rows) % 2 == 0, 0.0, 0.8)
+    inv = inverse_temperature32(temps, rows)
+    bad = 0
+    for s in range(samples):
+        scores, keys = perturbed_scores_twin(z, inv, seed, np.arange(rows), s)
+        full = select(scores, keys)
+        for tile in tiles:
+            groups = [np.arange(a, min(v, a + tile)) for a in range(0, v, tile)]
+            for r in range(rows):
+                bad += int(reduce_groups(scores[r], kernel_key(keys[r]).astype(np.int64), groups) != full[r])
+    return bad
+
+
+def greedy_tie_uniformity(v: int = 8, n: int = 40_000, seed: int = 4242) -> float:
+    """Chi-square p-value of the twin's greedy choice among ``v`` equal logits against uniform (fixed seed)."""
+    x = sample_twin_many(np.zeros(v, dtype=np.float32), 0.0, seed=seed, num_samples=n)
+    return float(stats.chisquare(np.bincount(x, minlength=v)).pvalue)
+
+
+def main() -> int:
+    ok = True
+    mism, ties = decomposition_trials()
+    ok &= mism == 0
+    print(f"random partitions and trees, 2000 trials ({ties} with a tie at the top): {mism} mismatches")
+    a, b = first_seen_counterexample()
+    ok &= a != b
+    print(f"'keep the first seen' on scores (1, 1, 0): left-to-right gives {a}, right-to-left gives {b}")
+    for m, k in ((2, 4), (3, 4), (2, 16)):
+        law = tie_break_law(m, k)
+        dev = max(abs(q - Fraction(1, m)) for q in law)
+        bound = Fraction(m * (m - 1), 2 * k)
+        ok &= dev <= bound
+        print(
+            f"m={m} tied, keys on {k} values: P = {[str(q) for q in law]}, max |P - 1/m| = {float(dev):.4f} "
+            f"<= m(m-1)/(2K) = {float(bound):.4f}"
+        )
+    for m in (2, 3, 4):
+        print(f"m={m} tied, kernel keys w2|1 (2^31 values): max |P - 1/m| = {tie_break_deviation_closed_form(m):.3e}")
+    bad = twin_tiles_equal_full()
+    ok &= bad == 0
+    print(f"twin scores, tiles (1, 7, 64, 128, 1000) vs untiled, greedy rows included: {bad} mismatches")
+    pv = greedy_tie_uniformity()
+    ok &= pv > 1e-3
+    print(f"greedy choice among 8 equal logits, 40000 samples: chi-square p = {pv:.3f}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

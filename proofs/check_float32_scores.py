@@ -1,0 +1,309 @@
+"""Float32 scores and logits (finite_precision.md, sections 5 and 7).
+
+* ``rounding_tv``: the exact total variation between softmax and the law of the token when the
+  scores ``mu_i + G_i`` (continuous Gumbel noise) are rounded to a common grid of buckets and
+  exact ties are broken uniformly at random, against Theorem 4's bound ``rounding_tv_bound(h)``
+  (second order in the bucket width ``h``).
+* ``perturbation_tv``: Lemma 5, ``TV(softmax(mu), softmax(mu + e)) <= tanh((max e - min e) / 4)``,
+  on random and extremal cases.
+* ``fp32_logits``: float32 accumulation of bf16 inputs against the float64 target, the bound
+  ``flashsampling.reference.fp32_logit_error_bound`` and what it does to probabilities.
+* ``temperature_scaling``: the float32 ``z * fl(1/T)`` of the kernel against ``z / T``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as `python proofs/check_float32_scores.py`: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from flashsampling.reference import fp32_logit_error_bound, target_logits  # noqa: E402
+from flashsampling.twin import inverse_temperature32  # noqa: E402
+
+U32 = 2.0**-24  # float32 unit roundoff
+
+
+def softmax(mu: np.ndarray) -> np.ndarray:
+    mu = np.asarray(mu, dtype=np.float64)
+    e = np.exp(mu - mu.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Theorem 4: rounding to a common grid, ties broken uniformly
+# ----------------------------------------------------------------------------------------------
+
+
+def rounding_tv_bound(h: float) -> float:
+    """Theorem 4: ``TV <= h**2 (2 + 2.69 h) / (32 c**3) + (e**h - 1)**2``, ``c = e**-h - h`` (``h < 0.5``)."""
+    if not 0 < h < 0.5:
+        raise ValueError(f"h must be in (0, 0.5), got {h}")
+    c = math.exp(-h) - h
+    return h * h * (2.0 + 2.69 * h) / (32.0 * c**3) + math.expm1(h) ** 2
+
+
+def _gumbel_cdf_parts(edges: np.ndarray, mu: float) -> tuple[np.ndarray, np.ndarray]:
+    """``F(l_B - mu)`` and ``F(r_B - mu) - F(l_B - mu)`` (computed accurately) for buckets ``[l_B, r_B)``."""
+    lo, hi = edges[:-1], edges[1:]
+    with np.errstate(over="ignore"):
+        tl, th = np.exp(-(lo - mu)), np.exp(-(hi - mu))
+        f_lo = np.exp(-tl)
+        df = np.exp(-th) * -np.expm1(-(tl - th))
+    return f_lo, np.where(np.isfinite(df), df, 0.0)
+
+
+def rounding_law(mu, edges: np.ndarray) -> np.ndarray:
+    """Law of the token when ``mu_i + G_i`` is rounded to buckets between ``edges`` (ties uniform).
+
+    ``P(i) = sum_B int_0^1 dF_i(B) prod_{j != i} (F_j(l_B) + dF_j(B) t) dt`` (as eq. (2.2)); the ``t``
+    integral of a degree ``V - 1`` polynomial is exact with ``V`` Gauss-Legendre nodes.  ``edges``
+    should start below ``min mu - 6`` and end above ``max mu + 40`` (buckets ``(-inf, e_0)`` and
+    ``[e_last, inf)`` are added so that the law sums to 1).
+    """
+    mu = np.asarray(mu, dtype=np.float64)
+    v = mu.size
+    e = np.concatenate([[-np.inf], np.asarray(edges, dtype=np.float64), [np.inf]])
+    parts = [_gumbel_cdf_parts(e, m) for m in mu]
+    f_lo = np.stack([p[0] for p in parts])  # (V, nB)
+    df = np.stack([p[1] for p in parts])
+    nodes, weights = np.polynomial.legendre.leggauss(max(v, 1))
+    t = 0.5 * (nodes + 1.0)
+    wt = 0.5 * weights
+    # factor[j, B, n] = F_j(l_B) + dF_j(B) t_n
+    factor = f_lo[:, :, None] + df[:, :, None] * t[None, None, :]
+    law = np.empty(v)
+    for i in range(v):
+        others = np.prod(np.delete(factor, i, axis=0), axis=0) if v > 1 else np.ones_like(factor[0])
+        law[i] = float(np.sum(df[i][:, None] * others * wt[None, :]))
+    return law
+
+
+def uniform_edges(h: float, lo: float, hi: float, offset: float = 0.0) -> np.ndarray:
+    """Bucket edges ``offset + n h`` covering ``[lo, hi]``."""
+    n0 = math.floor((lo - offset) / h)
+    n1 = math.ceil((hi - offset) / h)
+    return offset + h * np.arange(n0, n1 + 1, dtype=np.float64)
+
+
+def float_edges(p: int, lo: float, hi: float) -> tuple[np.ndarray, float]:
+    """Round-to-nearest buckets of a binary float format with a ``p``-bit significand on ``[lo, hi]``.
+
+    Returns the edges (midpoints between consecutive representable values) and the widest bucket
+    ``h``.  ``p = 24`` is float32; small ``p`` gives the same bucket structure, coarser.
+    """
+    vals = [0.0]
+    emax = math.ceil(math.log2(max(abs(lo), abs(hi)))) + 1
+    for ex in range(emax - 40, emax):
+        step = 2.0 ** (ex - p + 1)
+        mant = np.arange(2 ** (p - 1), 2**p, dtype=np.float64) * step  # [2^ex, 2^(ex+1))
+        vals.extend(mant.tolist())
+        vals.extend((-mant).tolist())
+    vals = np.unique(np.array(vals))
+    vals = vals[(vals >= lo) & (vals <= hi)]
+    edges = 0.5 * (vals[:-1] + vals[1:])
+    return edges, float(np.max(np.diff(edges)))
+
+
+@dataclass
+class RoundingResult:
+    """Exact TV of rounded Gumbel-max for one logit vector and bucket grid, against Theorem 4."""
+
+    h: float
+    tv: float
+    bound: float
+
+    @property
+    def ratio(self) -> float:
+        """``tv / h**2``: Theorem 4 says it stays below about 1.07."""
+        return self.tv / self.h**2
+
+
+def rounding_tv(mu, h: float, offset: float = 0.0, grid: str = "uniform", p: int | None = None) -> RoundingResult:
+    """Exact TV to softmax of Gumbel-max with scores rounded to a uniform grid of width ``h`` (or a float grid)."""
+    mu = np.asarray(mu, dtype=np.float64)
+    lo, hi = float(mu.min()) - 8.0, float(mu.max()) + 42.0
+    if grid == "uniform":
+        edges = uniform_edges(h, lo, hi, offset)
+    elif grid == "float":
+        edges, h = float_edges(int(p), lo, hi)
+    else:
+        raise ValueError(f"grid must be 'uniform' or 'float', got {grid!r}")
+    law = rounding_law(mu, edges)
+    return RoundingResult(h, 0.5 * float(np.abs(law - softmax(mu)).sum()), rounding_tv_bound(h))
+
+
+def rounding_scan(logit_sets=None, hs=(2.0**-4, 2.0**-6, 2.0**-8, 2.0**-10)) -> list[tuple[tuple, RoundingResult]]:
+    """Rounding TV for a few logit vectors and bucket widths (uniform grids with an irrational offset)."""
+    logit_sets = logit_sets or [(0.0, -1.0), (0.0, -0.3, -2.0), (0.0, 0.0, -1.5, -4.0, -7.0, -7.0, -9.0, -12.0)]
+    out = []
+    for mu in logit_sets:
+        for h in hs:
+            out.append((tuple(mu), rounding_tv(mu, h, offset=h * (math.sqrt(2) - 1))))
+    return out
+
+
+def float32_rounding_budget(max_abs_score: float) -> float:
+    """Theorem 4's bound for float32 scores whose top lies in ``(-max_abs_score, max_abs_score)``."""
+    h = 2.0 ** (math.ceil(math.log2(max_abs_score)) - 24)  # ulp of the largest binade below max_abs_score
+    return rounding_tv_bound(h)
+
+
+# ----------------------------------------------------------------------------------------------
+# Lemma 5: a perturbation of the logits
+# ----------------------------------------------------------------------------------------------
+
+
+def perturbation_tv(mu: np.ndarray, e: np.ndarray) -> tuple[float, float]:
+    """``(TV(softmax(mu), softmax(mu + e)), tanh((max e - min e) / 4))`` for one row."""
+    tv = 0.5 * float(np.abs(softmax(mu + e) - softmax(mu)).sum())
+    return tv, math.tanh((float(e.max()) - float(e.min())) / 4.0)
+
+
+def perturbation_trials(n: int = 2000, seed: int = 11) -> tuple[float, float]:
+    """Largest ``TV / bound`` over random rows (at most 1), and the smallest over the equality cases (exactly 1)."""
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for _ in range(n):
+        v = int(rng.integers(2, 60))
+        mu = rng.normal(0, rng.uniform(0.1, 8.0), v)
+        e = rng.uniform(-1, 1, v) * 10.0 ** rng.uniform(-6, 0.5)
+        tv, b = perturbation_tv(mu, e)
+        worst = max(worst, tv / b)
+    extremal = 1.0
+    for d in (1e-3, 0.1, 1.0, 3.0, 10.0):
+        # Equality case of Lemma 5: logits (0, d/2), perturbation (+d/2, -d/2): TV = tanh(d/4).
+        tv, b = perturbation_tv(np.array([0.0, d / 2]), np.array([d / 2, -d / 2]))
+        extremal = min(extremal, tv / b)
+    return worst, extremal
+
+
+# ----------------------------------------------------------------------------------------------
+# fp32 logits and temperature
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LogitErrorResult:
+    """fp32 accumulation of bf16 inputs against the float64 target logits."""
+
+    d: int
+    max_err: float  # max |z32 - z64|
+    max_bound: float  # max of fp32_logit_error_bound
+    max_err_over_bound: float
+    max_logp_err: float  # max |log p32 - log p64| at temperature T
+    logp_bound: float  # 2 max_err / T
+    tv: float
+    tv_bound: float  # tanh(max_err / (2 T))
+    temperature: float
+
+
+def fp32_logits(d: int = 4096, v: int = 2048, b: int = 4, temperature: float = 1.0, seed: int = 5) -> LogitErrorResult:
+    """bf16 ``h`` (B, D) and ``W`` (V, D); fp32 ``h @ W.T`` (torch, CPU) against float64; the bounds of section 7."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(b, d, generator=g).to(torch.bfloat16)
+    w = (torch.randn(v, d, generator=g) * (2.0 / math.sqrt(d))).to(torch.bfloat16)
+    z32 = (h.float() @ w.float().T).double().numpy()
+    z64 = target_logits(h, w)
+    bound = fp32_logit_error_bound(h, w)
+    err = np.abs(z32 - z64)
+    max_err = float(err.max())
+    p32, p64 = softmax(z32 / temperature), softmax(z64 / temperature)
+    logp_err = float(np.abs(np.log(p32) - np.log(p64)).max())
+    tv = float((0.5 * np.abs(p32 - p64).sum(axis=-1)).max())
+    return LogitErrorResult(
+        d,
+        max_err,
+        float(bound.max()),
+        float((err / bound).max()),
+        logp_err,
+        2 * max_err / temperature,
+        tv,
+        math.tanh(max_err / (2 * temperature)),
+        temperature,
+    )
+
+
+@dataclass
+class TemperatureResult:
+    """The kernel's float32 ``z * fl(1/T)`` against ``z / T`` for float32 logits."""
+
+    temperature: float
+    common_factor_err: float  # |T * fl(1/T) - 1|
+    max_rel_err: float  # max |a - z/T| / |z/T|, a = fl(z * fl(1/fl(T)))
+    rel_bound: float  # gamma_3 = 3u / (1 - 3u): three roundings
+    tv: float  # TV(softmax(a), softmax(z / T)), largest over rows
+    tv_bound: float  # tanh((max e - min e) / 4), largest over rows
+
+
+def temperature_scaling(
+    temperatures=(0.7, 0.9, 1.3, 3.0), v: int = 32000, b: int = 8, scale: float = 4.0, seed: int = 9
+) -> list[TemperatureResult]:
+    """Errors of the launcher's float32 ``1/T`` (of the float32 ``T``) and the twin's float32 product ``z * (1/T)``."""
+    rng = np.random.default_rng(seed)
+    z = (rng.standard_normal((b, v)) * scale).astype(np.float32)
+    out = []
+    for t in temperatures:
+        inv = inverse_temperature32(t, 1)[0]
+        a = (z * inv).astype(np.float64)
+        exact = z.astype(np.float64) / t
+        e = a - exact
+        rel = np.abs(e) / np.maximum(np.abs(exact), 1e-300)
+        tvs = [perturbation_tv(exact[r], e[r]) for r in range(b)]
+        out.append(
+            TemperatureResult(
+                t,
+                abs(t * float(inv) - 1.0),
+                float(rel.max()),
+                3 * U32 / (1 - 3 * U32),
+                max(x[0] for x in tvs),
+                max(x[1] for x in tvs),
+            )
+        )
+    return out
+
+
+def main() -> int:
+    ok = True
+    print("== Theorem 4: rounding to a common grid, ties uniform ==")
+    for mu, r in rounding_scan():
+        ok &= r.tv <= r.bound
+        print(f"logits={mu}: h=2^{math.log2(r.h):+.0f}: TV={r.tv:.3e}  TV/h^2={r.ratio:.4f}  bound={r.bound:.3e}")
+    for p in (10, 12, 14):
+        r = rounding_tv((0.0, -0.7, -3.0), 0.0, grid="float", p=p)
+        ok &= r.tv <= r.bound
+        print(f"{p}-bit float grid (widest bucket h=2^{math.log2(r.h):.0f}): TV={r.tv:.3e}  bound={r.bound:.3e}")
+    for m in (2.0**7, 2.0**8, 2.0**9, 2.0**10):
+        print(f"float32 scores with |top score| < {m:g}: rounding TV <= {float32_rounding_budget(m):.2e}")
+    print("== Lemma 5: logit perturbations ==")
+    worst, extremal = perturbation_trials()
+    ok &= worst <= 1.0 + 1e-12 and abs(extremal - 1.0) < 1e-9
+    print(f"TV / tanh(range/4): at most {worst:.4f} over 2000 random rows; {extremal:.9f} in the equality cases")
+    print("== fp32 accumulation of bf16 inputs ==")
+    for t in (1.0, 0.7):
+        r = fp32_logits(temperature=t)
+        ok &= r.max_err_over_bound <= 1.0 and r.max_logp_err <= r.logp_bound and r.tv <= r.tv_bound
+        print(
+            f"D={r.d} T={t}: max|z32-z64|={r.max_err:.2e} (bound {r.max_bound:.2e}, worst ratio "
+            f"{r.max_err_over_bound:.2e}); max|dlog p|={r.max_logp_err:.2e} <= {r.logp_bound:.2e}; "
+            f"TV={r.tv:.2e} <= {r.tv_bound:.2e}"
+        )
+    print("== float32 temperature scaling ==")
+    for r in temperature_scaling():
+        ok &= r.max_rel_err <= r.rel_bound and r.tv <= r.tv_bound
+        print(
+            f"T={r.temperature}: |T fl(1/T) - 1|={r.common_factor_err:.2e}; max rel err of z*fl(1/T) "
+            f"{r.max_rel_err:.2e} (<= {r.rel_bound:.2e}); TV={r.tv:.2e} (Lemma 5 bound {r.tv_bound:.2e})"
+        )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

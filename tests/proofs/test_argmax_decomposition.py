@@ -1,0 +1,40 @@
+"""proofs/argmax_decomposition.md: decomposition over partitions and trees, tie-breaking law."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from proofs import check_argmax_decomposition as chk
+
+
+def test_decomposition_over_random_partitions_and_trees():
+    mismatches, ties = chk.decomposition_trials(n_trials=400, seed=2)
+    assert mismatches == 0
+    assert ties > 100  # the trials do exercise exact ties
+
+
+def test_first_seen_rule_depends_on_the_order():
+    a, b = chk.first_seen_counterexample()
+    assert a != b
+
+
+@pytest.mark.parametrize("m, k", [(2, 4), (3, 4), (3, 16), (4, 8)])
+def test_tie_break_law_sums_to_one_and_is_near_uniform(m, k):
+    law = chk.tie_break_law(m, k)
+    assert sum(law) == 1
+    assert max(abs(q - Fraction(1, m)) for q in law) <= Fraction(m * (m - 1), 2 * k)
+
+
+def test_tie_break_with_the_kernel_keys():
+    dev = chk.tie_break_deviation_closed_form(2)  # keys w2 | 1: 2**31 values
+    assert dev == pytest.approx(2.0**-32, rel=1e-12)
+
+
+def test_twin_tiles_equal_untiled():
+    assert chk.twin_tiles_equal_full(v=300, rows=4, samples=4, tiles=(1, 7, 64, 300), seed=5) == 0
+
+
+def test_greedy_ties_are_uniform():
+    assert chk.greedy_tie_uniformity(v=6, n=12_000, seed=4242) > 1e-3

@@ -1,0 +1,50 @@
+"""proofs/finite_precision.md sections 5 and 7: rounding of scores, logit perturbations, fp32 logits."""
+
+from __future__ import annotations
+
+import pytest
+
+from proofs import check_float32_scores as chk
+
+
+@pytest.mark.parametrize("mu", [(0.0, -1.0), (0.0, -0.3, -2.0), (0.0, 0.0, -1.5, -4.0)])
+def test_rounding_is_second_order_and_within_theorem_4(mu):
+    a = chk.rounding_tv(mu, 2.0**-4, offset=0.0371)
+    b = chk.rounding_tv(mu, 2.0**-6, offset=0.0093)
+    assert a.tv <= a.bound and b.tv <= b.bound
+    assert b.ratio == pytest.approx(a.ratio, rel=0.05)  # TV / h^2 constant: second order
+    assert a.ratio < 0.05
+
+
+def test_rounding_law_sums_to_one():
+    law = chk.rounding_law((0.0, -2.0, 1.0), chk.uniform_edges(0.25, -10.0, 45.0))
+    assert law.sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_float_grid_within_theorem_4():
+    r = chk.rounding_tv((0.0, -0.7, -3.0), 0.0, grid="float", p=10)
+    assert r.tv <= r.bound
+
+
+def test_float32_budget():
+    assert chk.float32_rounding_budget(128.0) < 6.3e-11
+    assert chk.float32_rounding_budget(256.0) < 1e-9 / 4
+
+
+def test_lemma_5_bound_and_equality():
+    worst, extremal = chk.perturbation_trials(n=300, seed=1)
+    assert worst <= 1.0 + 1e-12
+    assert extremal == pytest.approx(1.0, abs=1e-9)
+
+
+def test_fp32_logits_within_bounds():
+    r = chk.fp32_logits(d=1024, v=256, b=2, temperature=0.8)
+    assert r.max_err_over_bound <= 1.0
+    assert r.max_logp_err <= r.logp_bound
+    assert r.tv <= r.tv_bound
+
+
+def test_temperature_scaling_within_bounds():
+    for r in chk.temperature_scaling(temperatures=(0.7, 1.3), v=2000, b=2):
+        assert r.max_rel_err <= r.rel_bound
+        assert r.tv <= r.tv_bound
