@@ -40,6 +40,17 @@ def check_counter(name: str, value: int) -> None:
         raise ValueError(f"{name}={value} is too large: the noise counter is 32 bits, so it must be < {MAX_COUNTER}")
 
 
+def same_device(a: torch.device, b: torch.device) -> bool:
+    """Device equality that treats ``cuda`` and ``cuda:<current>`` as one device."""
+    a, b = torch.device(a), torch.device(b)
+    if a.type != b.type:
+        return False
+    if a.index is None or b.index is None:
+        cur = torch.cuda.current_device() if a.type == "cuda" and torch.cuda.is_available() else 0
+        return (a.index if a.index is not None else cur) == (b.index if b.index is not None else cur)
+    return a.index == b.index
+
+
 def check_same_device(**tensors: torch.Tensor) -> torch.device:
     devices = {name: t.device for name, t in tensors.items()}
     first = next(iter(devices.values()))
@@ -87,7 +98,7 @@ def check_temperature(temperature, batch: int, device: torch.device, *, host_che
             )
         if not temperature.is_floating_point():
             raise TypeError(f"temperature.dtype={temperature.dtype} must be a floating dtype")
-        if temperature.device != device:
+        if not same_device(temperature.device, device):
             raise ValueError(f"temperature.device={temperature.device} differs from the inputs' device {device}")
         t = temperature.to(torch.float32).reshape(-1).expand(batch).contiguous()
         if host_checks:
@@ -107,3 +118,23 @@ def check_temperature(temperature, batch: int, device: torch.device, *, host_che
     if t > 0 and not bool(torch.isfinite(inv)):
         raise ValueError(f"temperature={temperature} is too small: 1/temperature overflows float32; use 0 for greedy")
     return inv.to(device).expand(batch).contiguous(), t == 0
+
+
+def raise_on_kernel_flags(flags: torch.Tensor, what: str) -> None:
+    """Raise ``ValueError`` for the rows whose kernel flags are set (one host synchronization)."""
+    from .kernels.select import FLAG_BAD_LOGIT, FLAG_NO_FINITE, FLAG_OVERFLOW
+
+    row_flags = flags.amax(dim=1) if flags.dim() == 2 else flags
+    if not bool(row_flags.any()):
+        return
+    bad = torch.nonzero(row_flags).flatten().tolist()
+    f = int(row_flags[bad[0]])
+    rows = ", ".join(map(str, bad[:8])) + (" ..." if len(bad) > 8 else "")
+    if f & FLAG_BAD_LOGIT:
+        raise ValueError(f"{what} contain NaN or infinite values in row(s) {rows}")
+    if f & FLAG_OVERFLOW:
+        raise ValueError(
+            f"{what} divided by temperature overflow float32 in row(s) {rows}; raise the temperature or use 0 (greedy)"
+        )
+    if f & FLAG_NO_FINITE:
+        raise ValueError(f"{what}: row(s) {rows} have no finite logit (every token is masked)")

@@ -38,20 +38,10 @@ import torch
 import torch.distributed as dist
 
 from . import _validate as check
-from .grouped import (
-    GroupPartials,
-    check_lm_head,
-    combine_groups,
-    grouped_sampler_np,
-    logits_blocks,
-    masked_logsumexp,
-    or_reduce,
-)
-from .kernels.combine import lexmax
+from .grouped import check_lm_head, grouped_sampler_np, logits_blocks, masked_logsumexp
+from .kernels.combine import launch_combine_groups, launch_reduce_candidates
 from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1
-from .kernels.select import FLAG_NO_FINITE
 from .noise import split_seed
-from .sampling import _raise_on_flags
 from .twin import sample_twin_many
 
 COMBINES = ("pathwise", "factorized")
@@ -108,15 +98,12 @@ def _agree(local_size: int, seed: int | None, device, group) -> tuple[int, int]:
 # --------------------------------------------------------------------------------------------
 
 
-def _local_candidates(parts, greedy, need_lse: bool):
-    part_max, part_key, part_idx, flags, lse = parts
-    m, k, i, _ = lexmax(part_max, part_key, part_idx)
-    B = m.shape[0]
-    if need_lse:
-        L = masked_logsumexp(lse, greedy)
-    else:
-        L = torch.zeros(B, dtype=torch.float64, device=m.device)
-    return L, m, k, i, or_reduce(flags, 1)
+def _local_candidates(parts, inv_temp, need_lse: bool):
+    """One launch: this rank's (L, m, key, index, flags) from its stage-1 tiles."""
+    m, k, i, L, f = launch_reduce_candidates(parts, inv_temp, return_lse=need_lse)
+    if not need_lse:
+        L.zero_()  # not used; zeros keep the payload deterministic
+    return L, m, k, i, f
 
 
 def _empty_candidates(B: int, S: int, start: int, device):
@@ -129,14 +116,22 @@ def _empty_candidates(B: int, S: int, start: int, device):
     )
 
 
+def _device_ints(values, device: torch.device) -> torch.Tensor:
+    """A small int64 tensor on ``device`` without stalling: on CUDA through pinned memory and an
+    asynchronous copy (a pageable host-to-device copy would wait for the stage-1 kernel)."""
+    t = torch.tensor(values, dtype=torch.int64)
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 def _exchange_and_combine(cands, *, start, size, seed, inv_temp, combine, vocab_size, host_checks,
                           return_logsumexp, group, what):  # fmt: skip
     L, m, k, i, flags = cands
-    greedy = inv_temp == 0
     B, S = m.shape
     device = m.device
     lo, hi = split_seed(seed)
-    header = torch.tensor([start, size, lo, hi, B, S], dtype=torch.int64, device=device)
+    header = _device_ints([start, size, lo, hi, B, S], device)
     payload = torch.cat(
         [header, L.contiguous().view(torch.int64), _f32_bits(m).reshape(-1), k.reshape(-1), i.reshape(-1),
          flags.to(torch.int64)]
@@ -153,23 +148,16 @@ def _exchange_and_combine(cands, *, start, size, seed, inv_temp, combine, vocab_
     i_all = table[:, o : o + B * S].reshape(W, B, S)
     o += B * S
     f_all = table[:, o : o + B].to(torch.int32)
-    flags = or_reduce(f_all, 0)
     if host_checks:
         _check_layout(table[:, :_HEADER].cpu(), vocab_size)
-    if combine == "pathwise":
-        best, _, tokens, _ = lexmax(m_all, k_all, i_all, dim=0)
-        no_finite = (best == -math.inf).any(dim=1)
-    else:
-        starts = table[:, 0].contiguous()
-        by_group = [x.permute(1, 2, 0) for x in (m_all, k_all, i_all)]  # [B, S, W]
-        partials = GroupPartials(L_all.T, *by_group, starts, f_all.T)
-        tokens, _, _ = combine_groups(partials, inv_temp, lo, hi)
-        no_finite = (L_all == -math.inf).all(dim=0)
-    flags = flags | torch.where(no_finite, FLAG_NO_FINITE, 0).to(torch.int32)
+    by_rank = [x.permute(1, 2, 0) for x in (m_all, k_all, i_all)]  # [B, S, W]
+    tokens, _, flags = launch_combine_groups(
+        L_all.T, *by_rank, table[:, 0], f_all.T, inv_temp, lo, hi, pathwise=combine == "pathwise"
+    )
     if host_checks:
-        _raise_on_flags(flags, what)
+        check.raise_on_kernel_flags(flags, what)
     if return_logsumexp:
-        return tokens, masked_logsumexp(L_all.T, greedy)
+        return tokens, masked_logsumexp(L_all.T, inv_temp == 0)
     return tokens
 
 
@@ -254,7 +242,6 @@ def sample_tp(
     B, V_r, D, device = check_lm_head(hidden, weight_shard)
     check.check_counter("weight_shard rows", V_r)
     inv_temp, _ = check.check_temperature(temperature, B, device, host_checks=host_checks)
-    greedy = inv_temp == 0
     if vocab_start is None or seed is None:
         start, common = _agree(V_r, seed, device, group)
         vocab_start = start if vocab_start is None else int(vocab_start)
@@ -269,7 +256,7 @@ def sample_tp(
         parts = launch_fused_stage1(
             hidden, weight_shard, inv_temp, lo, hi, S, t, col_offset=vocab_start, return_lse=need_lse
         )
-        cands = _local_candidates(parts, greedy, need_lse)
+        cands = _local_candidates(parts, inv_temp, need_lse)
     return _exchange_and_combine(
         cands, start=vocab_start, size=V_r, seed=seed, inv_temp=inv_temp, combine=combine, vocab_size=vocab_size,
         host_checks=host_checks, return_logsumexp=return_logsumexp, group=group, what="logits hidden @ weight.T",
@@ -303,7 +290,6 @@ def sample_tp_from_logits(
     check.check_counter("logits_shard columns", V_r)
     device = logits_shard.device
     inv_temp, _ = check.check_temperature(temperature, B, device, host_checks=host_checks)
-    greedy = inv_temp == 0
     if vocab_start is None or seed is None:
         start, common = _agree(V_r, seed, device, group)
         vocab_start = start if vocab_start is None else int(vocab_start)
@@ -318,7 +304,7 @@ def sample_tp_from_logits(
         parts = launch_logits_stage1(
             logits_shard, inv_temp, lo, hi, S, bb, bv, col_offset=vocab_start, return_lse=need_lse
         )
-        cands = _local_candidates(parts, greedy, need_lse)
+        cands = _local_candidates(parts, inv_temp, need_lse)
     return _exchange_and_combine(
         cands, start=vocab_start, size=V_r, seed=seed, inv_temp=inv_temp, combine=combine, vocab_size=vocab_size,
         host_checks=host_checks, return_logsumexp=return_logsumexp, group=group, what="logits",

@@ -47,10 +47,9 @@ import numpy as np
 import torch
 
 from . import _validate as check
-from .kernels.combine import launch_combine_groups, lexmax
+from .kernels.combine import launch_combine_groups, launch_reduce_candidates
 from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1
 from .noise import STREAM_GROUP, STREAM_TOKEN, split_seed, token_noise_np
-from .sampling import _raise_on_flags
 from .twin import inverse_temperature32, sample_twin_many, select
 
 #: Unit roundoff of float32.
@@ -95,14 +94,6 @@ class GroupPartials:
     flags: torch.Tensor
 
 
-def or_reduce(flags: torch.Tensor, dim: int) -> torch.Tensor:
-    """Bitwise OR of int32 flag words along ``dim`` (the flag bits are 1, 2 and 4)."""
-    out = torch.zeros_like(flags.select(dim, 0))
-    for bit in (1, 2, 4):
-        out = out | (flags & bit).amax(dim=dim)
-    return out
-
-
 def masked_logsumexp(logmass: torch.Tensor, greedy: torch.Tensor) -> torch.Tensor:
     """float64 ``logsumexp`` over the groups of ``logmass [B, K]``; ``max`` for greedy rows (``greedy [B]``)."""
     lm = logmass.double()
@@ -117,14 +108,13 @@ def tile_partials(parts, block_v: int, col_offset: int = 0) -> GroupPartials:
     return GroupPartials(lse, part_max, part_key, part_idx, starts, flags)
 
 
-def shard_partials(parts, greedy: torch.Tensor, col_offset: int) -> GroupPartials:
-    """Stage-1 output (with ``return_lse``) of one shard launch -> a single group (K = 1)."""
-    part_max, part_key, part_idx, flags, lse = parts
-    logmass = masked_logsumexp(lse, greedy)
-    m, k, i, _ = lexmax(part_max, part_key, part_idx)
-    starts = torch.tensor([col_offset], dtype=torch.int64, device=part_max.device)
-    f = or_reduce(flags, 1)[:, None]
-    return GroupPartials(logmass[:, None], m[..., None], k[..., None], i[..., None], starts, f)
+def shard_partials(parts, inv_temp: torch.Tensor, col_offset: int) -> GroupPartials:
+    """Stage-1 output (with ``return_lse``) of one shard launch -> a single group (K = 1), in one
+    launch of :func:`flashsampling.kernels.combine.reduce_candidates_kernel`."""
+    m, k, i, logmass, f = launch_reduce_candidates(parts, inv_temp, return_lse=True)
+    # torch.full, not torch.tensor: a host-to-device copy would wait for the stage-1 kernel.
+    starts = torch.full((1,), col_offset, dtype=torch.int64, device=m.device)
+    return GroupPartials(logmass[:, None], m[..., None], k[..., None], i[..., None], starts, f[:, None])
 
 
 def empty_partials(B: int, S: int, start: int, device) -> GroupPartials:
@@ -134,7 +124,7 @@ def empty_partials(B: int, S: int, start: int, device) -> GroupPartials:
         torch.full((B, S, 1), -math.inf, dtype=torch.float32, device=device),
         torch.full((B, S, 1), -2, dtype=torch.int64, device=device),
         torch.full((B, S, 1), start, dtype=torch.int64, device=device),
-        torch.tensor([start], dtype=torch.int64, device=device),
+        torch.full((1,), start, dtype=torch.int64, device=device),
         torch.zeros((B, 1), dtype=torch.int32, device=device),
     )
 
@@ -264,7 +254,6 @@ def grouped_partials(
     """Stage 1 on ``hidden @ weight.T`` with log-masses: groups are tiles, or the given shards."""
     B, D = hidden.shape
     V = weight.shape[0]
-    greedy = inv_temp == 0
     if group_sizes is None:
         t = tiles or default_tiles(B, V, D)
         parts = launch_fused_stage1(
@@ -281,7 +270,7 @@ def grouped_partials(
             hidden, weight[start : start + size], inv_temp, seed_lo, seed_hi, num_samples, t,
             col_offset=col_offset + start, return_lse=True,
         )  # fmt: skip
-        groups.append(shard_partials(parts, greedy, col_offset + start))
+        groups.append(shard_partials(parts, inv_temp, col_offset + start))
     return cat_partials(groups)
 
 
@@ -299,7 +288,6 @@ def grouped_partials_from_logits(
 ) -> GroupPartials:
     """Stage 1 on given logits ``[B, V]`` with log-masses: groups are tiles, or the given shards."""
     B, V = logits.shape
-    greedy = inv_temp == 0
     if group_sizes is None:
         bb, bv = logits_blocks(B, V, block_b, block_v)
         parts = launch_logits_stage1(
@@ -316,17 +304,16 @@ def grouped_partials_from_logits(
             logits[:, start : start + size], inv_temp, seed_lo, seed_hi, num_samples, bb, bv,
             col_offset=col_offset + start, return_lse=True,
         )  # fmt: skip
-        groups.append(shard_partials(parts, greedy, col_offset + start))
+        groups.append(shard_partials(parts, inv_temp, col_offset + start))
     return cat_partials(groups)
 
 
 def _finish(partials: GroupPartials, inv_temp, lo, hi, host_checks, return_logsumexp, what):
-    greedy = inv_temp == 0
     tokens, _, flags = combine_groups(partials, inv_temp, lo, hi)
     if host_checks:
-        _raise_on_flags(flags, what)
+        check.raise_on_kernel_flags(flags, what)
     if return_logsumexp:
-        return tokens, masked_logsumexp(partials.logmass, greedy)
+        return tokens, masked_logsumexp(partials.logmass, inv_temp == 0)
     return tokens
 
 

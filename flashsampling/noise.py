@@ -10,7 +10,8 @@ launch layout, shard layout or world size)::
 
 with ``index`` the *global* vocabulary index, ``row`` the row of the batch, ``sample`` the sample
 number and ``stream`` a tag (``STREAM_TOKEN = 0`` for the token noise, ``STREAM_GROUP = 1`` for the
-noise that picks a group in the grouped variants).  Philox is a bijection of the 128-bit counter
+noise that picks a group in the grouped variants, ``STREAM_ONLINE = 2`` for the coin of the online
+variant's binary merge).  Philox is a bijection of the 128-bit counter
 for a fixed key, so no two distinct (row, index, sample, stream) of one seed share a block; seeds
 ``s`` and ``s + 1`` are different keys, so their streams do not overlap.  Limits: index, row and
 sample each below ``2**32``.
@@ -61,6 +62,7 @@ PHILOX_W1 = 0xBB67AE85
 
 STREAM_TOKEN = 0
 STREAM_GROUP = 1
+STREAM_ONLINE = 2
 
 #: The largest Gumbel value the generator can return: -log(-log1p(-2**-65)) = 65 log 2.
 MAX_NOISE = 65.0 * float(np.log(2.0))

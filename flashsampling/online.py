@@ -43,25 +43,12 @@ import numpy as np
 import torch
 
 from . import _validate as check
-from .grouped import (
-    _CHUNK_ELEMENTS,
-    _check_row,
-    check_lm_head,
-    group_logmass_np,
-    local_samples_np,
-    logits_blocks,
-    masked_logsumexp,
-    or_reduce,
-)
-from .kernels.combine import launch_stream_noise, lexmax
+from .grouped import _CHUNK_ELEMENTS, _check_row, check_lm_head, group_logmass_np, local_samples_np, logits_blocks
+from .kernels.combine import launch_online_merge, launch_reduce_candidates
 from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1
 from .kernels.select import FLAG_NO_FINITE
-from .noise import exponential_from_bits_np, philox4x32_np, split_seed
-from .sampling import _raise_on_flags
+from .noise import STREAM_ONLINE, exponential_from_bits_np, philox4x32_np, split_seed
 from .twin import sample_twin_many
-
-#: Philox stream of the online merge coins (0: token noise, 1: group choice).
-STREAM_ONLINE = 2
 
 
 def _normalize_device(device) -> torch.device:
@@ -79,27 +66,14 @@ class OnlineResult(NamedTuple):
     logsumexp: torch.Tensor
 
 
-def logaddexp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """float64 ``log(exp(a) + exp(b))``, ``-inf`` when both are ``-inf``."""
-    m = torch.maximum(a, b)
-    d = -(a - b).abs()
-    return torch.where(m == -math.inf, m, m + torch.log1p(torch.exp(torch.where(torch.isnan(d), -math.inf, d))))
-
-
 def logaddexp_np(a, b):
-    """NumPy twin of :func:`logaddexp` (same formula)."""
+    """float64 ``log(exp(a) + exp(b))`` by the merge kernel's formula ``m + log(1 + exp(min - m))``."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     m = np.maximum(a, b)
     with np.errstate(invalid="ignore"):
-        d = -np.abs(a - b)
-    return np.where(m == -np.inf, m, m + np.log1p(np.exp(np.where(np.isnan(d), -np.inf, d))))
-
-
-def coin_threshold(L: torch.Tensor, L_chunk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(L_new - L_C, L_new)``; ``+inf`` threshold for a chunk with no mass.  Take the chunk iff ``E > threshold``."""
-    L_new = logaddexp(L, L_chunk)
-    return torch.where(L_chunk == -math.inf, math.inf, L_new - L_chunk), L_new
+        d = np.where(m == -np.inf, -np.inf, np.minimum(a, b) - m)
+    return np.where(m == -np.inf, m, m + np.log(1.0 + np.exp(d)))
 
 
 class OnlineSampler:
@@ -248,22 +222,12 @@ class OnlineSampler:
         self._merge(parts, start)
 
     def _merge(self, parts, start: int) -> None:
-        part_max, part_key, part_idx, flags, lse = parts
-        B, S = self.batch_size, self.num_samples
-        greedy = self._greedy
-        L_c = masked_logsumexp(lse, greedy)
-        m_c, k_c, i_c, _ = lexmax(part_max, part_key, part_idx)
-        ids = torch.tensor([start], dtype=torch.int64, device=self.device)
-        _, e, _ = launch_stream_noise(ids, B, S, self._lo, self._hi, STREAM_ONLINE)
-        threshold, L_new = coin_threshold(self._logmass, L_c)
-        take_sampled = e[..., 0].double() > threshold[:, None]
-        take_greedy = (m_c > self._best) | ((m_c == self._best) & (k_c > self._key))
-        take = torch.where(greedy[:, None], take_greedy, take_sampled)
-        self._index = torch.where(take, i_c, self._index)
-        self._best = torch.where(take, m_c, self._best)
-        self._key = torch.where(take, k_c, self._key)
-        self._logmass = torch.where(greedy, torch.maximum(self._logmass, L_c), L_new)
-        self._flags = self._flags | or_reduce(flags, 1)
+        """Two launches: reduce the chunk's tiles, then merge (coin, state update) per pair."""
+        cand = launch_reduce_candidates(parts, self._inv_temp, return_lse=True)
+        self._logmass, self._flags = launch_online_merge(
+            cand, self._inv_temp, self._logmass, self._flags, self._best, self._key, self._index,
+            start, self._lo, self._hi,
+        )  # fmt: skip
 
     # -- result -----------------------------------------------------------------------------
     def result(self, *, vocab_size: int | None = None) -> OnlineResult:
@@ -279,7 +243,7 @@ class OnlineSampler:
             raise ValueError(f"the merged chunks cover {self._intervals[:4]}, not [0, vocab_size={vocab_size})")
         if self.host_checks:
             flags = self._flags | torch.where(self._logmass == -math.inf, FLAG_NO_FINITE, 0).to(torch.int32)
-            _raise_on_flags(flags, "logits")
+            check.raise_on_kernel_flags(flags, "logits")
         return OnlineResult(self._index.clone(), self._logmass.clone())
 
 

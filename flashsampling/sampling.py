@@ -27,25 +27,7 @@ import torch
 from . import _validate as check
 from .kernels.fused import TileConfig, default_logits_tiles, default_tiles, launch_fused_stage1, launch_logits_stage1
 from .kernels.reduce import reduce_tiles
-from .kernels.select import FLAG_BAD_LOGIT, FLAG_NO_FINITE, FLAG_OVERFLOW
 from .noise import split_seed
-
-
-def _raise_on_flags(flags: torch.Tensor, what: str) -> None:
-    row_flags = flags.amax(dim=1) if flags.dim() == 2 else flags
-    if not bool(row_flags.any()):
-        return
-    bad = torch.nonzero(row_flags).flatten().tolist()
-    f = int(row_flags[bad[0]])
-    rows = ", ".join(map(str, bad[:8])) + (" ..." if len(bad) > 8 else "")
-    if f & FLAG_BAD_LOGIT:
-        raise ValueError(f"{what} contain NaN or infinite values in row(s) {rows}")
-    if f & FLAG_OVERFLOW:
-        raise ValueError(
-            f"{what} divided by temperature overflow float32 in row(s) {rows}; raise the temperature or use 0 (greedy)"
-        )
-    if f & FLAG_NO_FINITE:
-        raise ValueError(f"{what}: row(s) {rows} have no finite logit (every token is masked)")
 
 
 def sample(
@@ -110,7 +92,7 @@ def sample(
     parts = launch_fused_stage1(hidden, weight, inv_temp, lo, hi, S, tiles)
     tokens, flags = reduce_tiles(*parts[:4], V)
     if host_checks:
-        _raise_on_flags(flags, "logits hidden @ weight.T")
+        check.raise_on_kernel_flags(flags, "logits hidden @ weight.T")
     return tokens
 
 
@@ -160,5 +142,5 @@ def sample_from_logits(
     parts = launch_logits_stage1(logits, inv_temp, lo, hi, S, bb, bv)
     tokens, flags = reduce_tiles(*parts[:4], V)
     if host_checks:
-        _raise_on_flags(flags, "logits")
+        check.raise_on_kernel_flags(flags, "logits")
     return tokens

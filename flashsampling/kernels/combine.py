@@ -1,48 +1,52 @@
-"""Combine steps of the grouped variants: stream noise for group choices and coins, lexicographic max.
+"""Combine kernels of the grouped, online and tensor-parallel variants.
 
-Stream noise
-------------
-The grouped, online and tensor-parallel variants need, besides the token noise of stage 1, one
-random variate per (group, row, sample): the Gumbel noise that picks a group (``STREAM_GROUP``) or
-the exponential variate behind an online merge coin (``STREAM_ONLINE``).  They come from the same
-Philox generator as the token noise, with the counter::
+All of them work on the candidates of stage 1 (``(max score, key, global index)`` per row, sample
+and vocabulary tile, and the tiles' log-masses) and on a few scalars per row: none reads a logit.
+Every kernel takes ``BLOCK_SIZE_P`` flat (row, sample) pairs ``p = row * S + sample`` per program
+(the interpreter's cost is per program, so there it takes one large tile; on the GPU a few pairs)
+and walks its other axis in blocks.
+
+Group noise
+-----------
+Besides the token noise of stage 1 the variants need one random variate per (group, row, sample):
+the Gumbel noise that picks a group (``STREAM_GROUP = 1``) or the exponential variate behind an
+online merge coin (``STREAM_ONLINE = 2``), from the same Philox generator with the counter::
 
     (group_id, row, sample, stream)          group_id = the group's first global vocabulary index
 
 so they are independent of the token noise (stream 0) by construction, and reproducible from the
-seed alone: every tensor-parallel rank computes the same values without communication.  The kernel
-is one flat loop over the ``B * S * K`` counters::
+seed alone (every tensor-parallel rank computes the same values without communication).  ``E`` and
+``G = -log(E)`` are computed by the very float32 operations of
+:func:`flashsampling.noise.token_noise`, so ``token_noise_np`` and ``exponential_from_bits_np`` are
+their NumPy twins.
 
-    for f in range(B * S * K):                # BLOCK_SIZE per program
-        k = f % K ; s = (f // K) % S ; b = f // (K * S)
-        (w0, w1, w2, _) = philox(ids[k], b, s, stream)
-        E[f] = -log(U(w0, w1)) ; G[f] = -log(E[f]) ; key[f] = w2
+The kernels
+-----------
+``reduce_candidates_kernel``: candidates ``[B, S, T]`` -> the lexicographic max over ``T`` per pair
+(a shard's or chunk's local sample) and, optionally, ``L = logsumexp_t lse[b, t]`` in float64 (max
+for a greedy row) and the OR of the tiles' flags.  Bytes: ``B S T 20 + B T 8`` read.
 
-with ``E`` and ``G`` computed by the very float32 operations of :func:`flashsampling.noise.token_noise`,
-so :func:`flashsampling.noise.token_noise_np` (``G``, key) and ``exponential_from_bits_np`` (``E``)
-are its NumPy twin.  Bytes: ``K * 8`` read, ``B * S * K * 16`` written; no FLOPs worth counting.
-
-Group combine
--------------
-:func:`launch_combine_groups` is the whole combine of the grouped variants in one launch: each
-program takes ``BLOCK_SIZE_P`` (row, sample) pairs and walks the ``K`` groups in blocks of
-``BLOCK_SIZE_K``; per pair::
+``combine_groups_kernel``: ``L [B, K]`` and candidates ``[B, S, K]`` -> per pair::
 
     for k in range(K):
         G'    = -log(E(philox(ids[k], row, sample, STREAM_GROUP)))           float32, as token noise
-        score = z_best[k]            if greedy row    else   L[k] + G'         float64
-        key   = key_best[k]          if greedy row    else   w2(...)
+        score = z_best[k]            if greedy row or PATHWISE   else   L[k] + G'      (float64)
+        key   = key_best[k]          if greedy row or PATHWISE   else   w2(...)
         keep the lexicographic max of (score, key), its local index and position k
-    flags = OR of the groups' stage-1 flags, plus FLAG_NO_FINITE when every L[k] is -inf
+    flags = OR of the stage-1 flags [B, F], plus FLAG_NO_FINITE when no group has mass
 
-Bytes: ``B * K * 12 + B * S * K * 20`` read, ``B * S * 20`` written.
+``PATHWISE`` is the tensor-parallel pathwise combine (the flat argmax over ranks' maxima).
+Bytes: ``B K 8 + B F 4 + B S K 20`` read, ``B S 20`` written.
+
+``online_merge_kernel``: one binary merge of :class:`flashsampling.online.OnlineSampler` per pair
+(module docstring there), the coin from ``STREAM_ONLINE`` keyed by the chunk start; the row's new
+log-mass and flags go to separate output buffers (other pairs of the row still read the old ones).
 
 Lexicographic max
 -----------------
-:func:`lexmax` keeps, along one axis, the candidate with the largest ``(score, key)`` pair: the same
-rule as inside a stage-1 tile and in stage 2 (:mod:`.reduce`), so reducing candidates in any
-grouping (tiles, shards, ranks) gives the same winner as one flat argmax (the lexicographic max is
-associative).
+Every kernel keeps the candidate with the largest ``(score, key)`` pair, first position on a full
+tie: the rule of a stage-1 tile and of stage 2 (:mod:`.reduce`).  It is associative, so reducing in
+any grouping (tiles, shards, ranks, chunks) gives the same winner as one flat argmax.
 """
 
 from __future__ import annotations
@@ -52,15 +56,334 @@ import triton
 import triton.language as tl
 
 from .._device import INTERPRET
-from ..noise import STREAM_GROUP, exponential_from_bits, philox4x32
-
-#: Flat counters per program; the interpreter prefers few large programs, the GPU does not care
-#: (the kernel writes B*S*K*16 bytes, a few KiB per decoding step).
-STREAM_BLOCK = 1024
+from ..noise import STREAM_GROUP, STREAM_ONLINE, exponential_from_bits, philox4x32
 
 
-# Seeds, the stream tag and the sizes are data: never let Triton specialize them (a seed word or
-# stream equal to 1 would become a constexpr, and every new B*S*K would compile a new variant).
+
+def _blocks(P: int, inner: int) -> tuple[int, int]:
+    """(pairs per program, inner block) for ``P`` pairs and an inner axis of length ``inner``."""
+    if INTERPRET:
+        # One 64k-element tile: the interpreter pays per program, not per element.
+        block_i = min(triton.next_power_of_2(max(inner, 1)), 256)
+        return min(triton.next_power_of_2(P), max(1, (1 << 16) // block_i)), block_i
+    # GPU: 128 per step; pairs per program only once there are more than ~256 programs (two per
+    # SM), and at most 2048 elements per program (16 per thread at 4 warps) beside Philox's state.
+    block_i = min(triton.next_power_of_2(max(inner, 1)), 128)
+    return min(triton.next_power_of_2(triton.cdiv(P, 256)), max(1, (1 << 11) // block_i)), block_i
+
+
+# --------------------------------------------------------------------------------------------
+# Reduce a launch's tiles to one candidate (and one log-mass) per pair
+# --------------------------------------------------------------------------------------------
+
+
+# Sizes are data: never specialize them (each new T or P would compile a new variant).
+@triton.jit(do_not_specialize=["P", "S", "T"])
+def reduce_candidates_kernel(
+    part_max_ptr,
+    part_key_ptr,
+    part_idx_ptr,
+    lse_ptr,
+    tile_flag_ptr,
+    inv_temp_ptr,
+    m_ptr,
+    key_ptr,
+    idx_ptr,
+    logmass_ptr,
+    flag_ptr,
+    P,
+    S,
+    T,
+    BLOCK_SIZE_P: tl.constexpr,
+    BLOCK_SIZE_T: tl.constexpr,
+    RETURN_LSE: tl.constexpr,
+):
+    """``[B, S, T]`` candidates -> ``[B, S]`` lexmax; ``lse [B, T]`` -> ``[B]`` float64 logsumexp; flags OR."""
+    pid = tl.program_id(0).to(tl.int64)
+    p = pid * BLOCK_SIZE_P + tl.arange(0, BLOCK_SIZE_P)
+    p_ok = p < P
+    row = p // S
+    first = p_ok & (p % S == 0)
+    greedy = tl.load(inv_temp_ptr + row, mask=p_ok, other=1.0) == 0.0
+    offs = tl.arange(0, BLOCK_SIZE_T)
+    run_m = tl.full([BLOCK_SIZE_P], float("-inf"), tl.float32)
+    run_k = tl.full([BLOCK_SIZE_P], -5, tl.int64)
+    run_i = tl.zeros([BLOCK_SIZE_P], tl.int64)
+    run_f = tl.zeros([BLOCK_SIZE_P], tl.int32)
+    run_max = tl.full([BLOCK_SIZE_P], float("-inf"), tl.float64)
+    run_sum = tl.zeros([BLOCK_SIZE_P], tl.float64)
+    for t0 in range(0, T, BLOCK_SIZE_T):
+        t = t0 + offs
+        ok = p_ok[:, None] & (t < T)[None, :]
+        pt = p[:, None] * T + t[None, :]
+        rt = row[:, None] * T + t[None, :]
+        m = tl.load(part_max_ptr + pt, mask=ok, other=float("-inf"))
+        k = tl.load(part_key_ptr + pt, mask=ok, other=-5)
+        i = tl.load(part_idx_ptr + pt, mask=ok, other=0)
+        cm = tl.max(m, axis=1)
+        kh = tl.where(ok & (m == cm[:, None]), k, -5)
+        ck = tl.max(kh, axis=1)
+        j = tl.argmax(kh, axis=1)
+        ci = tl.sum(tl.where(offs[None, :] == j[:, None], i, 0), axis=1)
+        better = (cm > run_m) | ((cm == run_m) & (ck > run_k))
+        run_m = tl.where(better, cm, run_m)
+        run_k = tl.where(better, ck, run_k)
+        run_i = tl.where(better, ci, run_i)
+        f = tl.load(tile_flag_ptr + rt, mask=ok & first[:, None], other=0)
+        run_f = run_f | tl.max(tl.where((f & 1) != 0, 1, 0), axis=1) | tl.max(tl.where((f & 2) != 0, 2, 0), axis=1)
+        if RETURN_LSE:
+            lm = tl.load(lse_ptr + rt, mask=ok & first[:, None], other=float("-inf")).to(tl.float64)
+            new_max = tl.maximum(run_max, tl.max(lm, axis=1))
+            safe = tl.where(new_max == float("-inf"), 0.0, new_max)
+            run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.exp(lm - safe[:, None]), axis=1)
+            run_max = new_max
+    tl.store(m_ptr + p, run_m, mask=p_ok)
+    tl.store(key_ptr + p, run_k, mask=p_ok)
+    tl.store(idx_ptr + p, run_i, mask=p_ok)
+    tl.store(flag_ptr + row, run_f, mask=first)
+    if RETURN_LSE:
+        safe_sum = tl.where(run_sum > 0.0, run_sum, 1.0)
+        lse = tl.where(run_max == float("-inf"), float("-inf"), run_max + tl.log(safe_sum))
+        tl.store(logmass_ptr + row, tl.where(greedy, run_max, lse), mask=first)
+
+
+def launch_reduce_candidates(parts, inv_temp: torch.Tensor, *, return_lse: bool):
+    """Stage-1 output ``(part_max, part_key, part_idx, flags, lse)`` -> one candidate per pair.
+
+    Returns ``(m f32 [B, S], key int64 [B, S], index int64 [B, S], logmass f64 [B], flags i32 [B])``;
+    ``logmass`` is ``logsumexp`` of the tiles' log-masses (``max`` for a greedy row) with
+    ``return_lse`` (the stage-1 launch must have had it too), else uninitialized.
+    """
+    part_max, part_key, part_idx, tile_flags, lse = parts
+    B, S, T = part_max.shape
+    P = B * S
+    dev = part_max.device
+    m = torch.empty((B, S), dtype=torch.float32, device=dev)
+    key = torch.empty((B, S), dtype=torch.int64, device=dev)
+    idx = torch.empty((B, S), dtype=torch.int64, device=dev)
+    logmass = torch.empty((B,), dtype=torch.float64, device=dev)
+    flags = torch.empty((B,), dtype=torch.int32, device=dev)
+    block_p, block_t = _blocks(P, T)
+    reduce_candidates_kernel[(triton.cdiv(P, block_p),)](
+        part_max, part_key, part_idx, lse, tile_flags, inv_temp.contiguous(), m, key, idx, logmass, flags, P, S, T,
+        BLOCK_SIZE_P=block_p, BLOCK_SIZE_T=block_t, RETURN_LSE=return_lse,
+    )  # fmt: skip
+    return m, key, idx, logmass, flags
+
+
+# --------------------------------------------------------------------------------------------
+# Combine K groups: group draw over the log-masses (or the pathwise max), one launch
+# --------------------------------------------------------------------------------------------
+
+
+@triton.jit(do_not_specialize=["P", "S", "K", "F", "seed_lo", "seed_hi"])
+def combine_groups_kernel(
+    logmass_ptr,
+    best_ptr,
+    key_ptr,
+    idx_ptr,
+    ids_ptr,
+    flag_ptr,
+    inv_temp_ptr,
+    token_ptr,
+    choice_ptr,
+    row_flag_ptr,
+    P,
+    S,
+    K,
+    F,
+    seed_lo,
+    seed_hi,
+    BLOCK_SIZE_P: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
+    PATHWISE: tl.constexpr,
+    STREAM: tl.constexpr,
+    N_ROUNDS: tl.constexpr,
+):
+    """``L [B, K]``, candidates ``[B, S, K]`` -> ``[B, S]``: lexmax_k (L_k + G'_k, key'_k), its local index."""
+    pid = tl.program_id(0).to(tl.int64)
+    p = pid * BLOCK_SIZE_P + tl.arange(0, BLOCK_SIZE_P)
+    p_ok = p < P
+    row = p // S
+    smp = p % S
+    greedy = tl.load(inv_temp_ptr + row, mask=p_ok, other=1.0) == 0.0
+    offs = tl.arange(0, BLOCK_SIZE_K)
+    zeros = tl.zeros([BLOCK_SIZE_P, BLOCK_SIZE_K], dtype=tl.uint32)
+    c_row = zeros + row.to(tl.uint32)[:, None]
+    c_smp = zeros + smp.to(tl.uint32)[:, None]
+    c_str = zeros + STREAM
+    k0 = seed_lo.to(tl.uint32)
+    k1 = seed_hi.to(tl.uint32)
+    run_s = tl.full([BLOCK_SIZE_P], float("-inf"), tl.float64)
+    run_k = tl.full([BLOCK_SIZE_P], -5, tl.int64)
+    run_i = tl.zeros([BLOCK_SIZE_P], tl.int64)
+    run_j = tl.zeros([BLOCK_SIZE_P], tl.int64)
+    run_l = tl.full([BLOCK_SIZE_P], float("-inf"), tl.float64)
+    for g0 in range(0, K, BLOCK_SIZE_K):
+        k = g0 + offs
+        ok = p_ok[:, None] & (k < K)[None, :]
+        pk = p[:, None] * K + k[None, :]
+        m = tl.load(best_ptr + pk, mask=ok, other=float("-inf")).to(tl.float64)
+        key = tl.load(key_ptr + pk, mask=ok, other=-5)
+        idx = tl.load(idx_ptr + pk, mask=ok, other=0)
+        if PATHWISE:
+            score = m
+            kk = key
+            run_l = tl.maximum(run_l, tl.max(m, axis=1))
+        else:
+            lm = tl.load(logmass_ptr + row[:, None] * K + k[None, :], mask=ok, other=float("-inf")).to(tl.float64)
+            gid = tl.load(ids_ptr + k, mask=k < K, other=0)
+            c_gid = zeros + gid.to(tl.uint32)[None, :]
+            w0, w1, w2, w3 = philox4x32(c_gid, c_row, c_smp, c_str, k0, k1, N_ROUNDS)
+            g = -tl.log(exponential_from_bits(w0, w1))
+            score = tl.where(greedy[:, None], m, lm + g.to(tl.float64))
+            kk = tl.where(greedy[:, None], key, w2.to(tl.int64))
+            run_l = tl.maximum(run_l, tl.max(lm, axis=1))
+        score = tl.where(ok, score, float("-inf"))
+        cm = tl.max(score, axis=1)
+        kh = tl.where(ok & (score == cm[:, None]), kk, -5)
+        ck = tl.max(kh, axis=1)
+        j = tl.argmax(kh, axis=1)
+        ci = tl.sum(tl.where(offs[None, :] == j[:, None], idx, 0), axis=1)
+        better = (cm > run_s) | ((cm == run_s) & (ck > run_k))
+        run_s = tl.where(better, cm, run_s)
+        run_k = tl.where(better, ck, run_k)
+        run_i = tl.where(better, ci, run_i)
+        run_j = tl.where(better, g0 + j.to(tl.int64), run_j)
+    run_f = tl.where(run_l == float("-inf"), 4, 0)
+    for f0 in range(0, F, BLOCK_SIZE_K):
+        fc = f0 + offs
+        f = tl.load(flag_ptr + row[:, None] * F + fc[None, :], mask=p_ok[:, None] & (fc < F)[None, :], other=0)
+        run_f = run_f | tl.max(tl.where((f & 1) != 0, 1, 0), axis=1) | tl.max(tl.where((f & 2) != 0, 2, 0), axis=1)
+    tl.store(token_ptr + p, run_i, mask=p_ok)
+    tl.store(choice_ptr + p, run_j, mask=p_ok)
+    tl.store(row_flag_ptr + p, run_f, mask=p_ok)
+
+
+def launch_combine_groups(
+    logmass: torch.Tensor,
+    best: torch.Tensor,
+    key: torch.Tensor,
+    index: torch.Tensor,
+    ids: torch.Tensor,
+    flags: torch.Tensor,
+    inv_temp: torch.Tensor,
+    seed_lo: int,
+    seed_hi: int,
+    *,
+    pathwise: bool = False,
+    n_rounds: int = 10,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Launch :func:`combine_groups_kernel`.
+
+    ``logmass [B, K]`` (float32 or float64; unused when ``pathwise``), ``best [B, S, K]`` float32,
+    ``key``/``index [B, S, K]`` int64, ``ids [K]`` int64, ``flags [B, F]`` int32 (any ``F``),
+    ``inv_temp [B]`` float32 (0 = greedy).  Returns ``(tokens int64 [B, S], choice int64 [B, S],
+    flags int32 [B, S])``.
+    """
+    B, S, K = best.shape
+    P = B * S
+    device = best.device
+    tokens = torch.empty((B, S), dtype=torch.int64, device=device)
+    choice = torch.empty((B, S), dtype=torch.int64, device=device)
+    row_flags = torch.empty((B, S), dtype=torch.int32, device=device)
+    block_p, block_k = _blocks(P, K)
+    combine_groups_kernel[(triton.cdiv(P, block_p),)](
+        logmass.contiguous(), best.contiguous(), key.contiguous(), index.contiguous(), ids.contiguous(),
+        flags.contiguous(), inv_temp.contiguous(), tokens, choice, row_flags, P, S, K, flags.shape[1],
+        seed_lo, seed_hi,
+        BLOCK_SIZE_P=block_p, BLOCK_SIZE_K=block_k, PATHWISE=pathwise, STREAM=STREAM_GROUP, N_ROUNDS=n_rounds,
+    )  # fmt: skip
+    return tokens, choice, row_flags
+
+
+# --------------------------------------------------------------------------------------------
+# Online: one binary merge per pair
+# --------------------------------------------------------------------------------------------
+
+
+@triton.jit(do_not_specialize=["P", "S", "start", "seed_lo", "seed_hi"])
+def online_merge_kernel(
+    cm_ptr,
+    ck_ptr,
+    ci_ptr,
+    lc_ptr,
+    cflag_ptr,
+    inv_temp_ptr,
+    l_ptr,
+    flag_ptr,
+    best_ptr,
+    key_ptr,
+    idx_ptr,
+    l_out_ptr,
+    flag_out_ptr,
+    P,
+    S,
+    start,
+    seed_lo,
+    seed_hi,
+    BLOCK_SIZE_P: tl.constexpr,
+    STREAM: tl.constexpr,
+    N_ROUNDS: tl.constexpr,
+):
+    """State ``(L [B], best/key/idx [B, S])`` + chunk ``(L_C [B], candidate [B, S])`` -> merged state."""
+    pid = tl.program_id(0).to(tl.int64)
+    p = pid * BLOCK_SIZE_P + tl.arange(0, BLOCK_SIZE_P)
+    p_ok = p < P
+    row = p // S
+    smp = p % S
+    first = p_ok & (smp == 0)
+    greedy = tl.load(inv_temp_ptr + row, mask=p_ok, other=1.0) == 0.0
+    lo = tl.load(l_ptr + row, mask=p_ok, other=float("-inf"))
+    lc = tl.load(lc_ptr + row, mask=p_ok, other=float("-inf"))
+    mx = tl.maximum(lo, lc)
+    d = tl.where(mx == float("-inf"), float("-inf"), tl.minimum(lo, lc) - mx)
+    l_new = tl.where(mx == float("-inf"), mx, mx + tl.log(1.0 + tl.exp(d)))
+    threshold = tl.where(lc == float("-inf"), float("inf"), l_new - lc)
+    zeros = tl.zeros([BLOCK_SIZE_P], dtype=tl.uint32)
+    w0, w1, w2, w3 = philox4x32(
+        zeros + start.to(tl.uint32), row.to(tl.uint32), smp.to(tl.uint32), zeros + STREAM,
+        seed_lo.to(tl.uint32), seed_hi.to(tl.uint32), N_ROUNDS,
+    )  # fmt: skip
+    e = exponential_from_bits(w0, w1)
+    cm = tl.load(cm_ptr + p, mask=p_ok, other=float("-inf"))
+    ck = tl.load(ck_ptr + p, mask=p_ok, other=-5)
+    ci = tl.load(ci_ptr + p, mask=p_ok, other=0)
+    bm = tl.load(best_ptr + p, mask=p_ok, other=float("-inf"))
+    bk = tl.load(key_ptr + p, mask=p_ok, other=-5)
+    take = tl.where(greedy, (cm > bm) | ((cm == bm) & (ck > bk)), e.to(tl.float64) > threshold)
+    tl.store(best_ptr + p, cm, mask=p_ok & take)
+    tl.store(key_ptr + p, ck, mask=p_ok & take)
+    tl.store(idx_ptr + p, ci, mask=p_ok & take)
+    tl.store(l_out_ptr + row, tl.where(greedy, mx, l_new), mask=first)
+    f = tl.load(flag_ptr + row, mask=first, other=0) | tl.load(cflag_ptr + row, mask=first, other=0)
+    tl.store(flag_out_ptr + row, f, mask=first)
+
+
+def launch_online_merge(
+    cand, inv_temp, logmass, flags, best, key, index, start: int, seed_lo: int, seed_hi: int, *, n_rounds: int = 10
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Merge a chunk's ``cand = (m, key, index, L_C, flags)`` (from :func:`launch_reduce_candidates`)
+    into the state; ``best``, ``key``, ``index`` are updated in place, the new ``(logmass, flags)``
+    returned."""
+    cm, ck, ci, lc, cflags = cand
+    B, S = cm.shape
+    P = B * S
+    l_out = torch.empty_like(logmass)
+    f_out = torch.empty_like(flags)
+    block_p, _ = _blocks(P, 1)
+    online_merge_kernel[(triton.cdiv(P, block_p),)](
+        cm, ck, ci, lc, cflags, inv_temp, logmass, flags, best, key, index, l_out, f_out, P, S, start,
+        seed_lo, seed_hi, BLOCK_SIZE_P=block_p, STREAM=STREAM_ONLINE, N_ROUNDS=n_rounds,
+    )  # fmt: skip
+    return l_out, f_out
+
+
+# --------------------------------------------------------------------------------------------
+# Stream noise on its own (tests, and the NumPy-twin checks of the combine)
+# --------------------------------------------------------------------------------------------
+
+
 @triton.jit(do_not_specialize=["B", "S", "K", "seed_lo", "seed_hi", "stream"])
 def stream_noise_kernel(
     ids_ptr,
@@ -100,11 +423,8 @@ def stream_noise_kernel(
 def launch_stream_noise(
     ids: torch.Tensor, B: int, S: int, seed_lo: int, seed_hi: int, stream: int, *, n_rounds: int = 10
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gumbel ``G``, exponential ``E`` (float32) and tie-break key (int64), each ``[B, S, K]``.
-
-    ``ids`` is an int64 tensor ``[K]`` of group ids (each in ``[0, 2**32)``) on the device the noise
-    is wanted on; entry ``[b, s, k]`` is keyed by the counter ``(ids[k], b, s, stream)``.
-    """
+    """Gumbel ``G``, exponential ``E`` (float32) and tie-break key (int64), each ``[B, S, K]``,
+    for the counters ``(ids[k], b, s, stream)``; ``ids`` int64 ``[K]`` on the wanted device."""
     K = ids.shape[0]
     device = ids.device
     g = torch.empty((B, S, K), dtype=torch.float32, device=device)
@@ -113,148 +433,8 @@ def launch_stream_noise(
     total = B * S * K
     if total == 0:
         return g, e, key
-    grid = (triton.cdiv(total, STREAM_BLOCK),)
-    stream_noise_kernel[grid](
-        ids.contiguous(), g, e, key, B, S, K, seed_lo, seed_hi, stream, BLOCK_SIZE=STREAM_BLOCK, N_ROUNDS=n_rounds
+    block = 1024  # flat counters per program
+    stream_noise_kernel[(triton.cdiv(total, block),)](
+        ids.contiguous(), g, e, key, B, S, K, seed_lo, seed_hi, stream, BLOCK_SIZE=block, N_ROUNDS=n_rounds
     )
     return g, e, key
-
-
-# Sizes and seeds are data (see stream_noise_kernel).
-@triton.jit(do_not_specialize=["P", "S", "K", "seed_lo", "seed_hi"])
-def combine_groups_kernel(
-    logmass_ptr,
-    best_ptr,
-    key_ptr,
-    idx_ptr,
-    ids_ptr,
-    flag_ptr,
-    inv_temp_ptr,
-    token_ptr,
-    choice_ptr,
-    row_flag_ptr,
-    P,
-    S,
-    K,
-    seed_lo,
-    seed_hi,
-    BLOCK_SIZE_P: tl.constexpr,
-    BLOCK_SIZE_K: tl.constexpr,
-    STREAM: tl.constexpr,
-    N_ROUNDS: tl.constexpr,
-):
-    """``L [B, K]``, candidates ``[B, S, K]`` -> ``[B, S]``: lexmax_k (L_k + G'_k, key'_k), its local index.
-
-    Each program takes ``BLOCK_SIZE_P`` flat (row, sample) pairs ``p = row * S + sample``.
-    """
-    pid = tl.program_id(0).to(tl.int64)
-    p = pid * BLOCK_SIZE_P + tl.arange(0, BLOCK_SIZE_P)
-    p_ok = p < P
-    row = p // S
-    smp = p % S
-    greedy = tl.load(inv_temp_ptr + row, mask=p_ok, other=1.0) == 0.0
-    offs = tl.arange(0, BLOCK_SIZE_K)
-    zeros = tl.zeros([BLOCK_SIZE_P, BLOCK_SIZE_K], dtype=tl.uint32)
-    c_row = zeros + row.to(tl.uint32)[:, None]
-    c_smp = zeros + smp.to(tl.uint32)[:, None]
-    c_str = zeros + STREAM
-    k0 = seed_lo.to(tl.uint32)
-    k1 = seed_hi.to(tl.uint32)
-    run_s = tl.full([BLOCK_SIZE_P], float("-inf"), tl.float64)
-    run_k = tl.full([BLOCK_SIZE_P], -5, tl.int64)
-    run_i = tl.zeros([BLOCK_SIZE_P], tl.int64)
-    run_j = tl.zeros([BLOCK_SIZE_P], tl.int64)
-    run_f = tl.zeros([BLOCK_SIZE_P], tl.int32)
-    run_l = tl.full([BLOCK_SIZE_P], float("-inf"), tl.float64)
-    for g0 in range(0, K, BLOCK_SIZE_K):
-        k = g0 + offs
-        ok = p_ok[:, None] & (k < K)[None, :]
-        rk = row[:, None] * K + k[None, :]
-        pk = p[:, None] * K + k[None, :]
-        lm = tl.load(logmass_ptr + rk, mask=ok, other=float("-inf")).to(tl.float64)
-        m = tl.load(best_ptr + pk, mask=ok, other=float("-inf")).to(tl.float64)
-        key = tl.load(key_ptr + pk, mask=ok, other=-4)
-        idx = tl.load(idx_ptr + pk, mask=ok, other=0)
-        f = tl.load(flag_ptr + rk, mask=ok, other=0)
-        gid = tl.load(ids_ptr + k, mask=k < K, other=0)
-        c_gid = zeros + gid.to(tl.uint32)[None, :]
-        w0, w1, w2, w3 = philox4x32(c_gid, c_row, c_smp, c_str, k0, k1, N_ROUNDS)
-        g = -tl.log(exponential_from_bits(w0, w1))
-        score = tl.where(greedy[:, None], m, lm + g.to(tl.float64))
-        kk = tl.where(greedy[:, None], key, w2.to(tl.int64))
-        score = tl.where(ok, score, float("-inf"))
-        cm = tl.max(score, axis=1)
-        kh = tl.where(ok & (score == cm[:, None]), kk, -5)
-        ck = tl.max(kh, axis=1)
-        j = tl.argmax(kh, axis=1)
-        ci = tl.sum(tl.where(offs[None, :] == j[:, None], idx, 0), axis=1)
-        better = (cm > run_s) | ((cm == run_s) & (ck > run_k))
-        run_s = tl.where(better, cm, run_s)
-        run_k = tl.where(better, ck, run_k)
-        run_i = tl.where(better, ci, run_i)
-        run_j = tl.where(better, g0 + j.to(tl.int64), run_j)
-        run_f = run_f | tl.max(tl.where((f & 1) != 0, 1, 0), axis=1) | tl.max(tl.where((f & 2) != 0, 2, 0), axis=1)
-        run_l = tl.maximum(run_l, tl.max(lm, axis=1))
-    run_f = run_f | tl.where(run_l == float("-inf"), 4, 0)
-    tl.store(token_ptr + p, run_i, mask=p_ok)
-    tl.store(choice_ptr + p, run_j, mask=p_ok)
-    tl.store(row_flag_ptr + p, run_f, mask=p_ok)
-
-
-def launch_combine_groups(
-    logmass: torch.Tensor,
-    best: torch.Tensor,
-    key: torch.Tensor,
-    index: torch.Tensor,
-    ids: torch.Tensor,
-    flags: torch.Tensor,
-    inv_temp: torch.Tensor,
-    seed_lo: int,
-    seed_hi: int,
-    *,
-    n_rounds: int = 10,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Launch :func:`combine_groups_kernel`.
-
-    ``logmass [B, K]`` (float32 or float64), ``best [B, S, K]`` float32, ``key``/``index [B, S, K]``
-    int64, ``ids [K]`` int64, ``flags [B, K]`` int32, ``inv_temp [B]`` float32 (0 = greedy).
-    Returns ``(tokens int64 [B, S], choice int64 [B, S], flags int32 [B, S])``.
-    """
-    B, S, K = best.shape
-    P = B * S
-    device = best.device
-    tokens = torch.empty((B, S), dtype=torch.int64, device=device)
-    choice = torch.empty((B, S), dtype=torch.int64, device=device)
-    row_flags = torch.empty((B, S), dtype=torch.int32, device=device)
-    # Groups per step: 256 at most keeps one program's registers small on the GPU.
-    block_k = min(triton.next_power_of_2(max(K, 1)), 256)
-    # (row, sample) pairs per program: the interpreter's cost is per program, so it takes a
-    # 64k-element tile; on the GPU 2048 elements (16 per thread at 4 warps) leave room for Philox.
-    budget = 1 << 16 if INTERPRET else 1 << 11
-    block_p = min(triton.next_power_of_2(P), max(1, budget // block_k))
-    combine_groups_kernel[(triton.cdiv(P, block_p),)](
-        logmass.contiguous(), best.contiguous(), key.contiguous(), index.contiguous(), ids.contiguous(),
-        flags.contiguous(), inv_temp.contiguous(), tokens, choice, row_flags, P, S, K, seed_lo, seed_hi,
-        BLOCK_SIZE_P=block_p, BLOCK_SIZE_K=block_k, STREAM=STREAM_GROUP, N_ROUNDS=n_rounds,
-    )  # fmt: skip
-    return tokens, choice, row_flags
-
-
-def lexmax(
-    score: torch.Tensor, key: torch.Tensor, index: torch.Tensor, dim: int = -1
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Along ``dim``, the entry with the largest ``(score, key)`` pair.
-
-    ``score`` is a float tensor, ``key`` int64 (uint32 values, ``-2`` or less for "no candidate"),
-    ``index`` int64, all of one shape.  Returns ``(score, key, index, position)`` of the winners
-    with ``dim`` removed.  A NaN score never wins unless every score is NaN (then position 0).
-    """
-    m = score.amax(dim=dim, keepdim=True)
-    kk = torch.where(score == m, key, torch.full_like(key, -3))
-    j = kk.argmax(dim=dim, keepdim=True)
-    return (
-        m.squeeze(dim),
-        kk.gather(dim, j).squeeze(dim),
-        index.gather(dim, j).squeeze(dim),
-        j.squeeze(dim),
-    )

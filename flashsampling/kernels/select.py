@@ -75,7 +75,7 @@ def perturb_select_store(
         m_l = tl.max(sv, axis=1)
         safe = tl.where(m_l == float("-inf"), 0.0, m_l)
         tot = tl.sum(tl.exp(sv - safe[:, None]), axis=1)
-        lse = tl.where(greedy, m_l, safe + tl.log(tot))
+        lse = tl.where(greedy, m_l, safe + tl.log(tl.where(tot > 0.0, tot, 1.0)))
         lse = tl.where(m_l == float("-inf"), float("-inf"), lse)
         tl.store(lse_ptr + rows64 * num_v_tiles + pid_v, lse, mask=row_ok)
 
