@@ -59,7 +59,6 @@ from .._device import INTERPRET
 from ..noise import STREAM_GROUP, STREAM_ONLINE, exponential_from_bits, philox4x32
 
 
-
 def _blocks(P: int, inner: int) -> tuple[int, int]:
     """(pairs per program, inner block) for ``P`` pairs and an inner axis of length ``inner``."""
     if INTERPRET:
