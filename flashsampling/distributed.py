@@ -252,7 +252,7 @@ def sample_tp(
         cands = _empty_candidates(B, S, vocab_start, device)
     else:
         lo, hi = split_seed(seed)
-        t = tiles or default_tiles(B, V_r, D)
+        t = tiles or default_tiles(B, V_r, D, hidden.element_size())
         parts = launch_fused_stage1(
             hidden, weight_shard, inv_temp, lo, hi, S, t, col_offset=vocab_start, return_lse=need_lse
         )

@@ -48,7 +48,7 @@ import torch
 
 from . import _validate as check
 from .kernels.combine import launch_combine_groups, launch_reduce_candidates
-from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1
+from .kernels.fused import TileConfig, default_logits_tiles, default_tiles, launch_fused_stage1, launch_logits_stage1
 from .noise import STREAM_GROUP, STREAM_TOKEN, split_seed, token_noise_np
 from .twin import inverse_temperature32, sample_twin_many, select
 
@@ -215,8 +215,9 @@ def check_lm_head(hidden, weight) -> tuple[int, int, int, torch.device]:
 
 def logits_blocks(B: int, V: int, block_b: int | None = None, block_v: int | None = None) -> tuple[int, int]:
     """Stage-1 tile sizes for the logits path (the defaults of :func:`flashsampling.sample_from_logits`)."""
-    bb = block_b or min(4, 1 << (B - 1).bit_length())
-    bv = block_v or (1024 if V > 512 else max(16, 1 << (max(V, 1) - 1).bit_length()))
+    dbb, dbv = default_logits_tiles(B, max(V, 1))
+    bb = block_b or dbb
+    bv = block_v or dbv
     for name, v in (("block_b", bb), ("block_v", bv)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v & (v - 1):
             raise ValueError(f"{name}={v} must be a power of two")
@@ -255,7 +256,7 @@ def grouped_partials(
     B, D = hidden.shape
     V = weight.shape[0]
     if group_sizes is None:
-        t = tiles or default_tiles(B, V, D)
+        t = tiles or default_tiles(B, V, D, hidden.element_size())
         parts = launch_fused_stage1(
             hidden, weight, inv_temp, seed_lo, seed_hi, num_samples, t, col_offset=col_offset, return_lse=True
         )
@@ -265,7 +266,7 @@ def grouped_partials(
         if size == 0:
             groups.append(empty_partials(B, num_samples, col_offset + start, hidden.device))
             continue
-        t = tiles or default_tiles(B, size, D)
+        t = tiles or default_tiles(B, size, D, hidden.element_size())
         parts = launch_fused_stage1(
             hidden, weight[start : start + size], inv_temp, seed_lo, seed_hi, num_samples, t,
             col_offset=col_offset + start, return_lse=True,

@@ -198,7 +198,7 @@ class OnlineSampler:
         if C == 0:
             return
         start = self._claim(start, C)
-        t = tiles or default_tiles(B, C, D)
+        t = tiles or default_tiles(B, C, D, hidden.element_size())
         parts = launch_fused_stage1(
             hidden, weight_chunk, self._inv_temp, self._lo, self._hi, self.num_samples, t,
             col_offset=start, return_lse=True,

@@ -87,7 +87,7 @@ def sample(
     S = check.check_num_samples(num_samples)
     seed = check.check_seed(seed)
     inv_temp, _ = check.check_temperature(temperature, B, device, host_checks=host_checks)
-    tiles = tiles or default_tiles(B, V, D)
+    tiles = tiles or default_tiles(B, V, D, hidden.element_size())
     lo, hi = split_seed(seed)
     parts = launch_fused_stage1(hidden, weight, inv_temp, lo, hi, S, tiles)
     tokens, flags = reduce_tiles(*parts[:4], V)

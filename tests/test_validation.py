@@ -157,3 +157,14 @@ def test_int64_offsets_beyond_2_31(device):
         z[r, c] = 10.0
     tok = flashsampling.sample_from_logits(z, temperature=0.0, seed=2, num_samples=2)
     assert tok.cpu().tolist() == [[c, c] for c in planted]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("batch", [1, 40, 100])
+def test_default_tiles_fit_every_dtype(batch, dtype, device):
+    """The default tile choice compiles for every input dtype (fp32 needs half the K tile on the H200)."""
+    g = torch.Generator().manual_seed(batch)
+    h = torch.randn(batch, 320, generator=g).to(dtype).to(device)
+    w = torch.randn(200, 320, generator=g).to(dtype).to(device)
+    tok = flashsampling.sample(h, w, seed=4)
+    assert tok.shape == (batch, 1) and int(tok.max()) < 200

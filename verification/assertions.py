@@ -61,13 +61,16 @@ def assert_samples_match(samples, probs, *, alpha: float = 1e-6, power: float = 
     cat = category_test(gof.counts, gof.probs, alpha=alpha / 2, power=power)
     if gof.passed and cat.passed:
         return gof
-    lines = [f"samples do not match probs (alpha={fmt(alpha)}): {'chi-square' if not gof.passed else ''}"
-             f"{' and ' if not gof.passed and not cat.passed else ''}{'per-category' if not cat.passed else ''} failed"]
+    lines = [
+        f"samples do not match probs (alpha={fmt(alpha)}): {'chi-square' if not gof.passed else ''}"
+        f"{' and ' if not gof.passed and not cat.passed else ''}{'per-category' if not cat.passed else ''} failed"
+    ]
     lines.append(gof.diagnosis())
     lines.append(repr(cat))
     if cat.num_flagged:
         shown = ", ".join(
-            f"{d.category} (observed {d.observed}, expected {d.expected:.6g})" for d in cat.most_significant(5)
+            f"{d.category} (observed {d.observed}, expected {d.expected:.6g})"
+            for d in cat.most_significant(5)
             if d.category in set(cat.flagged[:5].tolist())
         )
         lines.append(f"  flagged categories ({cat.num_flagged}): {shown}")

@@ -571,8 +571,7 @@ def to_markdown(report: Report, command: str) -> str:
         "Each test is run on replicates simulated from an exact sampler (the null) and from planted",
         "biases whose size is exactly the deviation the test claims to detect with power 0.99",
         "(`min_detectable` at that n and alpha). Replicates are multinomial counts, which have exactly",
-        "the law of n iid draws. Every check below is itself a test at level "
-        f"{CHECK_LEVEL:g}: a `yes` means the",
+        f"the law of n iid draws. Every check below is itself a test at level {CHECK_LEVEL:g}: a `yes` means the",
         "measured numbers are consistent with the claim.",
         "",
         "## False alarms under the null",

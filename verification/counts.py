@@ -53,9 +53,7 @@ class Counts:
         if not isinstance(other, Counts):
             return NotImplemented
         if other.num_categories != self.num_categories:
-            raise ValueError(
-                f"cannot add Counts over {self.num_categories} and {other.num_categories} categories"
-            )
+            raise ValueError(f"cannot add Counts over {self.num_categories} and {other.num_categories} categories")
         return Counts(self.histogram + other.histogram, self.out_of_range + other.out_of_range)
 
     def __repr__(self) -> str:
@@ -109,9 +107,7 @@ def as_counts(samples, num_categories: int, name: str = "samples") -> Counts:
     """``samples`` if it already is a :class:`Counts` over ``num_categories``, else ``count_samples``."""
     if isinstance(samples, Counts):
         if samples.num_categories != num_categories:
-            raise ValueError(
-                f"{name} counts {samples.num_categories} categories but {num_categories} were expected"
-            )
+            raise ValueError(f"{name} counts {samples.num_categories} categories but {num_categories} were expected")
         if samples.n == 0:
             raise ValueError(f"{name} is empty: at least one draw is needed")
         return samples

@@ -119,9 +119,7 @@ def vocab_sizes(*, min_size: int = 1, max_size: int = 1024, tile: int = 128) -> 
     return st.one_of(options)
 
 
-def temperatures(
-    *, min_value: float = 0.05, max_value: float = 20.0, allow_zero: bool = True
-) -> SearchStrategy[float]:
+def temperatures(*, min_value: float = 0.05, max_value: float = 20.0, allow_zero: bool = True) -> SearchStrategy[float]:
     """Temperatures: 1.0, the bounds, uniform values between them, and 0 (greedy) if ``allow_zero``.
 
     Parameters
@@ -232,9 +230,7 @@ def peaked_logits(vocab_size, *, gap=(20.0, 80.0), batch_size=None) -> SearchStr
     return _batched(row(), batch_size)
 
 
-def many_tail_logits(
-    vocab_size, *, head_size=None, gap=(15.0, 40.0), batch_size=None
-) -> SearchStrategy[np.ndarray]:
+def many_tail_logits(vocab_size, *, head_size=None, gap=(15.0, 40.0), batch_size=None) -> SearchStrategy[np.ndarray]:
     """A head of ``head_size`` tokens in [0, 2] and a flat tail ``gap`` nats below the top of the head.
 
     The tail's total mass ``(V - head) exp(-gap)`` is what a noise floor starves (a capped Gumbel
@@ -270,9 +266,7 @@ def many_tail_logits(
 KINDS = ("flat", "tied", "masked", "huge_range", "peaked", "many_tail")
 
 
-def logits(
-    *, vocab_size=None, kinds: tuple[str, ...] = KINDS, batch_size=None
-) -> SearchStrategy[np.ndarray]:
+def logits(*, vocab_size=None, kinds: tuple[str, ...] = KINDS, batch_size=None) -> SearchStrategy[np.ndarray]:
     """Any of the adversarial logit families.
 
     Parameters

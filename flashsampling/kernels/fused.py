@@ -53,16 +53,24 @@ class TileConfig:
                 raise ValueError(f"TileConfig.{name}={v} must be a power of two >= 16")
 
 
-def default_tiles(B: int, V: int, D: int) -> TileConfig:
-    """Tile choice by batch size (tuned on the H200: see benchmarks/NOTES.md)."""
+def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
+    """Tile choice by batch size (tuned on the H200 for bf16: see benchmarks/NOTES.md).
+
+    fp32 inputs (``element_size=4``) take ``block_d <= 64``: the bf16 choice for B <= 16 pipelines
+    3 x (16x256 + 256x128) elements, 295 KB of shared memory in fp32 against the H200's 227 KB.
+    """
     if UPCAST_DOT:  # the interpreter: each tl op costs ~0.1 ms whatever its size; few, large programs
         return TileConfig(block_b=max(16, min(64, triton.next_power_of_2(B))), block_v=256, block_d=64)
     # benchmarks/results/tile_sweep_h200.json (V=151936, D=4096, bf16): best of 6-7 configs per B.
     if B <= 16:
-        return TileConfig(block_b=16, block_v=128, block_d=256, num_warps=4, num_stages=3)
-    if B <= 64:
-        return TileConfig(block_b=64, block_v=32, block_d=128, num_warps=4, num_stages=4)
-    return TileConfig(block_b=64, block_v=64, block_d=64, num_warps=4, num_stages=4)
+        cfg = TileConfig(block_b=16, block_v=128, block_d=256, num_warps=4, num_stages=3)
+    elif B <= 64:
+        cfg = TileConfig(block_b=64, block_v=32, block_d=128, num_warps=4, num_stages=4)
+    else:
+        cfg = TileConfig(block_b=64, block_v=64, block_d=64, num_warps=4, num_stages=4)
+    if element_size > 2 and cfg.block_d > 64:
+        cfg = TileConfig(cfg.block_b, cfg.block_v, 64, cfg.num_warps, min(cfg.num_stages, 3))
+    return cfg
 
 
 def default_logits_tiles(B: int, V: int) -> tuple[int, int]:
