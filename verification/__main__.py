@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default=None, help="comma-separated case names (default: all)")
     ap.add_argument("--seed", type=int, default=20261129)
     ap.add_argument("--audit", action="store_true", help="also audit samplers written elsewhere")
+    ap.add_argument("--mutants", action="store_true", help="also run the mutant catalogue (each must be caught)")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
 
@@ -57,15 +58,27 @@ def main(argv: list[str] | None = None) -> int:
             print("audit: verification.audit is not available in this checkout")
         else:
             audit_rows = run_audit(alpha=args.alpha, budget_s=args.budget, seed=args.seed)
+    mutant_rows = []
+    if args.mutants:
+        from .mutants import format_table as format_mutants
+        from .mutants import run_mutants
+
+        mutant_rows = run_mutants(alpha=args.alpha, budget_s=args.budget, seed=args.seed)
+        print(format_mutants(mutant_rows))
     elapsed = time.perf_counter() - t0
     print(format_table(rows))
     meta = {"mode": mode, "seconds": elapsed, "variants": [v.name for v in variants], "cases": [c.name for c in cases]}
     if audit_rows:
         meta["audit"] = audit_rows
+    if mutant_rows:
+        meta["mutants"] = mutant_rows
     write_report(rows, cases, Path(args.out), alpha=args.alpha, meta=meta)
     failed = [r for r in rows if not r.passed]
+    escaped = [m for m in mutant_rows if not m.get("ok", True)]
+    if escaped:
+        print(f"{len(escaped)} mutant runs not as required (a mutant escaped or an exact control failed)")
     print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed in {elapsed:.0f} s; report in {args.out}/")
-    return 1 if failed else 0
+    return 1 if (failed or escaped) else 0
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ import math
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -115,8 +115,9 @@ class AuditSampler:
         ``() -> None`` when the sampler can run here, else the reason it cannot.
     origin : callable
         ``() -> str``: library, version and device.
-    mechanism : str
-        The mechanism of the failure this audit found (shown only when the sampler fails).
+    mechanism : dict[str, str]
+        The mechanism of the failures this audit found, by device type (``"cpu"``, ``"cuda"``, or
+        ``"any"``); shown only when the sampler fails.
     per_draw_vector : bool
         Each draw costs a vector over the vocabulary (a race); such samplers run after the cheap ones
         and inherit the time those leave unused.
@@ -127,7 +128,7 @@ class AuditSampler:
     draw: Callable[[Case, int, int], np.ndarray]
     available: Callable[[], str | None]
     origin: Callable[[], str]
-    mechanism: str = ""
+    mechanism: dict[str, str] = field(default_factory=dict)
     per_draw_vector: bool = True
 
 
@@ -262,10 +263,12 @@ SAMPLERS: tuple[AuditSampler, ...] = (
         _torch_multinomial,
         lambda: _has("torch"),
         _torch_origin,
-        "the CPU kernel (aten/src/ATen/native/cpu/MultinomialKernel.cpp) accumulates the CDF as a float32 "
-        "running sum; once the sum nears 1 its float32 step (6e-8) exceeds a tail token's probability "
-        "(2e-9 at 20 nats below the top), the addition rounds away, and those tokens get zero-width CDF "
-        "intervals: never drawn (for tokens near half a step the interval rounds up to a full step instead)",
+        {
+            "cpu": "the CPU kernel (aten/src/ATen/native/cpu/MultinomialKernel.cpp) accumulates the CDF as a "
+            "float32 running sum; once the sum nears 1 its float32 step (6e-8) exceeds a tail token's "
+            "probability (2e-9 at 20 nats below the top), the addition rounds away, and those tokens get "
+            "zero-width CDF intervals: never drawn",
+        },
         per_draw_vector=False,
     ),
     AuditSampler(
@@ -274,7 +277,11 @@ SAMPLERS: tuple[AuditSampler, ...] = (
         _torch_multinomial_one,
         lambda: _has("torch"),
         _torch_origin,
-        "the num_samples=1 fast path is the race probs / Exp(1) in the probabilities' dtype; see vllm-race-fp32",
+        {
+            "cuda": "the num_samples=1 path is the race probs / Exp(1) (as vllm-race-fp32); on CUDA PyTorch "
+            "sets log(u) = -eps/2 for u >= 1 - eps/2 (aten/src/ATen/core/TransformationHelper.h), so E >= "
+            "2**-24 and p/E <= p 2**24: tokens more than ~16.6 nats below the top cannot win",
+        },
     ),
     AuditSampler(
         "vllm-race-fp32",
@@ -282,8 +289,11 @@ SAMPLERS: tuple[AuditSampler, ...] = (
         _race("float32"),
         lambda: _has("torch"),
         _torch_origin,
-        "the exponential variates have a floor (E >= ~2**-24 when built from a 24-bit uniform): p/E is capped "
-        "at p 2**24, so tokens more than ~16.6 nats below the top cannot win",
+        {
+            "cuda": "on CUDA PyTorch's exponential sets log(u) = -eps/2 for u >= 1 - eps/2 "
+            "(aten/src/ATen/core/TransformationHelper.h): E >= 2**-24, p/E <= p 2**24, so tokens more than "
+            "~16.6 nats below the top cannot win (fully starved at 20 nats, partly at 17)",
+        },
     ),
     AuditSampler(
         "vllm-race-fp16",
@@ -291,10 +301,15 @@ SAMPLERS: tuple[AuditSampler, ...] = (
         _race("float16"),
         lambda: _has("torch"),
         _torch_origin,
-        "float16 rounds exponentials below 2**-25 to exactly 0 (probability ~2**-25 per token): a masked "
-        "token's 0/0 is NaN, which argmax ranks first, so a forbidden token is drawn about once per 2**25 / "
-        "(masked tokens) draws; allowed tokens get p/0 = inf; float16 probabilities also flush tokens below "
-        "2**-25 (17.3 nats under a probability-1 top) to 0 and round small ones to the subnormal grid",
+        {
+            "cpu": "float16 exponentials are exactly 0 about once in 2**25 (rounding of E < 2**-25): 0/0 = NaN, "
+            "which argmax ranks first, so a masked token is drawn (about once per 2**25 / #masked draws); "
+            "tokens whose float16 probability flushes to 0 (below 3e-8: the tail 20 nats down) are drawn "
+            "only that way, far too often",
+            "cuda": "float16 probabilities sit on the subnormal grid 2**-24 = 6e-8: a tail token of 4.1e-8 "
+            "rounds up to 6e-8 (+44%, the 17-nat tail over-drawn) and one of 2e-9 to 0 (the 20-nat tail never "
+            "drawn); CUDA's exponential never returns 0, so no NaN",
+        },
     ),
     AuditSampler(
         "numpy.choice",
@@ -310,8 +325,11 @@ SAMPLERS: tuple[AuditSampler, ...] = (
         _jax_categorical,
         lambda: _has("jax"),
         _version("jax"),
-        "Gumbel noise from float32 uniforms in [tiny, 1): the largest noise is -log(-log(1 - 2**-24)) = 16.6 "
-        "nats, so tokens further below the top are starved",
+        {
+            "any": "Gumbel noise -log(-log(u)) from float32 uniforms u in [tiny, 1) (jax/_src/random.py, "
+            "_gumbel, default mode): the largest noise is -log(-log(1 - 2**-24)) = 16.6 nats, so tokens "
+            "further below the top are starved",
+        },
     ),
     AuditSampler(
         "flashinfer",
@@ -343,7 +361,7 @@ def _diagnose(members, case_by_prefix: dict[str, Case]) -> list[str]:
         elif test == "categories":
             worst = r.most_significant(1)[0]
             p = case.probs[worst.category]
-            line += (f"; {r.num_flagged} tokens flagged, worst token {worst.category} (p={p:.3g}): "
+            line += (f"; {r.num_flagged} token(s) flagged, worst token {worst.category} (p={p:.3g}): "
                      f"{worst.observed} draws, expected {worst.expected:.1f}")  # fmt: skip
         elif test == "ties":
             line += f"; lower half {r.lower_fraction:.4f}, expected {r.expected_fraction:.4f}"
@@ -383,8 +401,9 @@ def _audit_one(s: AuditSampler, cases: dict[str, Case], *, alpha: float, budget:
     costs = {}
     for k, (name, case) in enumerate(cases.items()):
         pilot = 256 if case.num_categories > 100_000 else 1024
+        s.draw(case, pilot, seed + 7919 * (k + 1))  # warm-up (device start, compilation): not timed
         t = time.perf_counter()
-        s.draw(case, pilot, seed + 7919 * (k + 1))  # warm-up and timing; these draws are not tested
+        s.draw(case, pilot, seed + 7919 * (k + 1) + 1)  # timing; these draws are not tested
         costs[name] = (time.perf_counter() - t) / pilot
     draws = _shares(costs, max(0.0, budget - (time.perf_counter() - t0)))
     from .detection import run_suite, suite_names
@@ -404,7 +423,7 @@ def _audit_one(s: AuditSampler, cases: dict[str, Case], *, alpha: float, budget:
         pc["passed"] = all(mm.passed for mm in mine)
         pc["failed_tests"] = [mm.name.split(":", 1)[1] for mm in mine if not mm.passed]
         by = {mm.name.split(":", 1)[1]: mm.result for mm in mine}
-        pc["min_detectable_tv"] = float(by["pearson"].min_detectable)
+        pc["min_detectable_tv"] = _finite(by["pearson"].min_detectable)
         if "tail" in by:
             pc["min_detectable_tail_deficit"] = _deficit(by["tail"])
     passed = all(mm.passed for mm in members)
@@ -417,11 +436,22 @@ def _audit_one(s: AuditSampler, cases: dict[str, Case], *, alpha: float, budget:
         smallest_tail_deficit=min(tails) if tails else None,
         cases=per_case,
         failures=_diagnose(members, cases),
-        mechanism=None if passed else (s.mechanism or "not established"),
+        mechanism=None if passed else _mechanism(s),
         seconds=time.perf_counter() - t0,
         tests=len(members),
     )
     return row
+
+
+def _finite(x: float) -> float | None:
+    """``x`` as a float, ``None`` when it is not finite (JSON has no infinity)."""
+    return float(x) if math.isfinite(x) else None
+
+
+def _mechanism(s: AuditSampler) -> str:
+    """The documented mechanism for the device this sampler ran on."""
+    dev = _torch_device().type if s.origin is _torch_origin else "any"
+    return s.mechanism.get(dev) or s.mechanism.get("any") or "not established"
 
 
 def _deficit(r: TailResult) -> float | None:
@@ -506,7 +536,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             out.append(f"| `{r['sampler']}` | - | skipped | - | - | - | {r['skipped']} |")
             continue
         tail = r["smallest_tail_deficit"]
-        fail = "; ".join(r["failures"][:2]) if r["failures"] else "-"
+        detailed = [f for f in r["failures"] if "; " in f] or r["failures"]
+        fail = " / ".join(detailed[:2]) if detailed else "-"
         out.append(
             f"| `{r['sampler']}` | {r['origin']} | {'pass' if r['passed'] else '**FAIL**'} | {r['draws']:,} | "
             f"{r['smallest_tv']:.3g} | {'untested' if tail is None else f'{tail:.3g}'} | {fail} |"

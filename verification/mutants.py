@@ -70,7 +70,7 @@ import argparse
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -720,7 +720,6 @@ class Mutant:
     joint: Callable[[Case], np.ndarray] | None = None
     control: bool = False
     law_draws: int = 2_000_000
-    params: dict[str, Any] = field(default_factory=dict)
 
     @property
     def the_case(self) -> Case:
@@ -1046,8 +1045,9 @@ def catalogue_table(alpha: float = 1e-3, power: float = 0.99) -> list[dict[str, 
 
 
 def run_mutants(alpha: float = 1e-3, budget_s: float | None = None, seed: int = 20261129) -> list[dict[str, Any]]:
-    """The main job's ``--mutants`` section: every mutant at its planned ``n`` must be flagged, every
-    control at the same ``n`` must pass.
+    """The main job's ``--mutants`` section: every mutant at its planned ``n`` must be flagged, and the
+    exact sampler on each mutant case (plus the run-machinery controls) must pass at the largest ``n``
+    planned on that case.
 
     Parameters
     ----------
@@ -1055,9 +1055,11 @@ def run_mutants(alpha: float = 1e-3, budget_s: float | None = None, seed: int = 
         Family-wise false-alarm rate of each case's suite (the planned ``n`` depends on it).
     budget_s : float, optional
         Stop starting new runs once this many seconds have passed (rows after that are marked
-        ``skipped``).  About 20 s covers everything on two CPU cores.
+        ``skipped``).  About 20 s covers everything on two CPU cores.  A mutant row with ``ok`` false
+        (escaped) or a control row with ``ok`` false (false alarm, probability <= ``alpha`` per control)
+        should fail the job.
     seed : int
-        Base seed; mutant ``k`` uses ``seed + k``.
+        Base seed; row ``k`` uses ``seed + k``.
 
     Returns
     -------
@@ -1067,22 +1069,29 @@ def run_mutants(alpha: float = 1e-3, budget_s: float | None = None, seed: int = 
     """
     t0 = time.perf_counter()
     rows = []
-    entries = [(m, m) for m in MUTANTS]
-    # Each control runs on the case of the mutants that share it, at the largest planned n there.
-    for c in CONTROLS:
-        entries.append((c, None))
     n_by_case: dict[str, int] = {}
+    paired_cases = set()
     for m in MUTANTS:
         n_by_case[m.case] = max(n_by_case.get(m.case, 0), planned_n(m.name, alpha))
-    for k, (m, planned) in enumerate(entries):
+        if m.paired:
+            paired_cases.add(m.case)
+    entries: list[tuple[Mutant, bool]] = [(m, True) for m in MUTANTS]
+    # Controls: the exact inverse CDF on every mutant case, then the run-machinery controls, each at
+    # the largest n planned on its case.
+    for k, case in enumerate(n_by_case):
+        ctl = Mutant(f"exact-inverse-cdf@{case}", "float64 inverse CDF of the exact softmax", exact_inverse_cdf,
+                     case, _p, 700 + k, paired=case in paired_cases, control=True)  # fmt: skip
+        entries.append((ctl, False))
+    entries += [(c, False) for c in CONTROLS if c.name != "exact-inverse-cdf"]
+    for k, (m, is_mutant) in enumerate(entries):
         if budget_s is not None and time.perf_counter() - t0 > budget_s:
             rows.append({"mutant": m.name, "control": m.control, "case": m.case, "skipped": True, "ok": None})
             continue
-        if planned is not None:
+        if is_mutant:
             d = plan(m.name, alpha)
             n, test = int(d.n_min), TEST_TITLES[d.best]
         else:
-            n, test = n_by_case.get(m.case, 100_000), "-"
+            n, test = n_by_case[m.case], "-"
         row = check_mutant(m, n, seed + k, alpha=alpha)
         row["catching_test"] = test
         row["ok"] = (not row["flagged"]) if m.control else row["flagged"]
@@ -1093,15 +1102,16 @@ def run_mutants(alpha: float = 1e-3, budget_s: float | None = None, seed: int = 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """Text table of :func:`run_mutants` rows."""
-    head = f"{'mutant':26} {'case':22} {'n':>9} {'catching test':30} {'flagged':>7}  verdict"
+    w = max([6] + [len(r["mutant"]) for r in rows])
+    head = f"{'mutant':{w}} {'case':19} {'n':>8} {'catching test':28} {'flagged':>7}  verdict"
     out = [head, "-" * len(head)]
     for r in rows:
         if r.get("skipped"):
-            out.append(f"{r['mutant']:26} {r['case']:22} {'':>9} {'':30} {'':>7}  skipped (budget)")
+            out.append(f"{r['mutant']:{w}} {r['case']:19} {'':>8} {'':28} {'':>7}  skipped (budget)")
             continue
         verdict = "ok" if r["ok"] else ("CONTROL FAILED" if r["control"] else "ESCAPED")
         out.append(
-            f"{r['mutant']:26} {r['case']:22} {r['n']:>9d} {r['catching_test'][:30]:30} "
+            f"{r['mutant']:{w}} {r['case']:19} {r['n']:>8d} {r['catching_test'][:28]:28} "
             f"{str(r['flagged']):>7}  {verdict}"
         )
     return "\n".join(out)

@@ -2,7 +2,7 @@
 
 For each (variant, case) it draws ``n`` samples (sized to the variant's CPU budget or to a GPU time
 budget), runs the applicable tests -- Pearson chi-square with pooling, the G-test, the DKWM CDF
-envelope, the tail-mass test on many-tail cases, the tie-bias test on flat cases -- and puts all
+envelope, the two-sided tail-mass test on many-tail cases, the tie-bias test on flat cases -- and puts all
 p-values of the run into one family with Holm's step-down correction at the declared family-wise
 ``alpha``: a run on correct samplers fails with probability at most ``alpha`` in total.
 """
@@ -64,7 +64,8 @@ def _tests_for(case: Case, samples: np.ndarray, alpha_each: float):
     out = [goodness_of_fit(samples, probs, alpha=alpha_each), g_test(samples, probs, alpha=alpha_each)]
     out.append(dkwm_cdf_test(samples, probs, alpha=alpha_each))
     if case.tail_gap is not None:
-        out.append(tail_mass_test(samples, probs, case.tail_mask(), alternative="less", alpha=alpha_each))
+        # Two-sided: a starved tail (capped noise) and a flooded one (+inf noise from U = 1) both fail.
+        out.append(tail_mass_test(samples, probs, case.tail_mask(), alternative="two-sided", alpha=alpha_each))
     if case.flat:
         out.append(tie_bias_test(samples, case.num_categories, alpha=alpha_each))
     return out
