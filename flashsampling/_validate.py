@@ -61,6 +61,24 @@ def check_same_device(**tensors: torch.Tensor) -> torch.device:
     return first
 
 
+def check_lm_head(hidden, weight) -> tuple[int, int, int, torch.device]:
+    """Shape, dtype and device checks of ``hidden [B, D]`` and ``weight [V, D]`` (``V = 0`` allowed: an
+    empty shard); returns ``(B, V, D, device)``."""
+    check_tensor("hidden", hidden, ndim=2)
+    check_tensor("weight", weight, ndim=2)
+    device = check_same_device(hidden=hidden, weight=weight)
+    if hidden.dtype != weight.dtype:
+        raise TypeError(f"hidden.dtype={hidden.dtype} and weight.dtype={weight.dtype} must match")
+    B, D = hidden.shape
+    V, D_w = weight.shape
+    if D != D_w:
+        raise ValueError(f"hidden has D={D} columns but weight has D={D_w}; shapes are (B, D) and (V, D)")
+    check_nonempty("hidden", B, "B")
+    check_nonempty("hidden", D, "D")
+    check_counter("B", B)
+    return B, V, D, device
+
+
 def check_seed(seed) -> int:
     """A seed in ``[0, 2**64)``; ``None`` draws one from torch's default CPU generator."""
     if seed is None:

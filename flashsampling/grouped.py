@@ -196,21 +196,7 @@ def logmass_tolerance(max_abs_scaled: float, group_size: int) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def check_lm_head(hidden, weight) -> tuple[int, int, int, torch.device]:
-    """Shape, dtype and device checks of ``hidden [B, D]`` and ``weight [V, D]``; returns ``(B, V, D, device)``."""
-    check.check_tensor("hidden", hidden, ndim=2)
-    check.check_tensor("weight", weight, ndim=2)
-    device = check.check_same_device(hidden=hidden, weight=weight)
-    if hidden.dtype != weight.dtype:
-        raise TypeError(f"hidden.dtype={hidden.dtype} and weight.dtype={weight.dtype} must match")
-    B, D = hidden.shape
-    V, D_w = weight.shape
-    if D != D_w:
-        raise ValueError(f"hidden has D={D} columns but weight has D={D_w}; shapes are (B, D) and (V, D)")
-    check.check_nonempty("hidden", B, "B")
-    check.check_nonempty("hidden", D, "D")
-    check.check_counter("B", B)
-    return B, V, D, device
+check_lm_head = check.check_lm_head  # shared with flashsampling.sample (flashsampling/_validate.py)
 
 
 def logits_blocks(B: int, V: int, block_b: int | None = None, block_v: int | None = None) -> tuple[int, int]:

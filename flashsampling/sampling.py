@@ -70,20 +70,9 @@ def sample(
     TypeError, ValueError
         Bad arguments (named in the message); NaN/inf logits when ``host_checks``.
     """
-    check.check_tensor("hidden", hidden, ndim=2)
-    check.check_tensor("weight", weight, ndim=2)
-    device = check.check_same_device(hidden=hidden, weight=weight)
-    if hidden.dtype != weight.dtype:
-        raise TypeError(f"hidden.dtype={hidden.dtype} and weight.dtype={weight.dtype} must match")
-    B, D = hidden.shape
-    V, D_w = weight.shape
-    if D != D_w:
-        raise ValueError(f"hidden has D={D} columns but weight has D={D_w}; shapes are (B, D) and (V, D)")
-    check.check_nonempty("hidden", B, "B")
+    B, V, D, device = check.check_lm_head(hidden, weight)
     check.check_nonempty("weight", V, "V")
-    check.check_nonempty("hidden", D, "D")
     check.check_counter("V", V)
-    check.check_counter("B", B)
     S = check.check_num_samples(num_samples)
     seed = check.check_seed(seed)
     inv_temp, _ = check.check_temperature(temperature, B, device, host_checks=host_checks)
