@@ -1,9 +1,11 @@
 """First statistical checks of the Triton kernel itself against the exact softmax (interpreted on
 CPU, compiled on GPU).  Pearson chi-square with the low-count tail pooled, never dropped.
 
-Family: three checks at alpha = 1e-6 each, so a correct kernel fails this file with probability
-at most 3e-6 (Bonferroni).  Each check states the total variation it detects with power 0.99 at its
-n, and ``test_check_detects_planted_bias`` shows one failing on a deviation of that size.
+Family: four checks at alpha = 1e-6 each (three goodness-of-fit, one Gumbel-max KS), so a correct
+kernel fails this file with probability at most 4e-6 (Bonferroni).  Each check states the deviation
+it detects with power 0.99 at its n (total variation; for the KS check a location shift), and
+``test_check_detects_planted_bias`` / ``test_gumbel_check_detects_its_stated_shift`` show the
+checks failing on deviations of those sizes.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import pytest
 import torch
 
 import flashsampling
+from flashsampling.kernels.fused import launch_logits_stage1
+from flashsampling.noise import split_seed
 from flashsampling.reference import softmax, target_logits
-from verification import goodness_of_fit
+from verification import goodness_of_fit, gumbel_max_test
 
 ALPHA = 1e-6
 ROWS, PER_ROW = 64, 100  # n = 6400 draws of one row, from 64 independent row streams
@@ -64,3 +68,28 @@ def test_check_detects_planted_bias(device):
     tv = 0.5 * np.abs(p - q).sum()
     assert tv >= res.min_detectable_tv, (tv, res.min_detectable_tv)
     assert not res.passed, res
+
+
+def _kernel_maxima(z: np.ndarray, temperature: float, seed: int, device) -> np.ndarray:
+    """The kernel's perturbed maxima max_v(z_v / T + G_v): the max over its per-tile candidates."""
+    zt = torch.tensor(z, dtype=torch.float32, device=device).expand(ROWS, -1).contiguous()
+    inv = torch.full((ROWS,), 1.0 / temperature, dtype=torch.float32, device=device)
+    lo, hi = split_seed(seed)
+    part_max = launch_logits_stage1(zt, inv, lo, hi, PER_ROW, 64, 128)[0]
+    return part_max.amax(dim=-1).reshape(-1).double().cpu().numpy()
+
+
+def test_kernel_perturbed_max_is_gumbel_at_logsumexp(device):
+    """Max-stability on the kernel itself: max_v(z_v/T + G_v) ~ Gumbel(logsumexp(z/T), 1) (exact KS)."""
+    z = np.random.default_rng(4).normal(0, 2, 300).astype(np.float32)
+    res = gumbel_max_test(_kernel_maxima(z, 0.8, 404, device), z.astype(np.float64), temperature=0.8, alpha=ALPHA)
+    assert res.passed, res
+
+
+def test_gumbel_check_detects_its_stated_shift(device):
+    """The same KS check fails when the maxima are shifted by the location error it claims to detect."""
+    z = np.random.default_rng(4).normal(0, 2, 300).astype(np.float32)
+    m = _kernel_maxima(z, 0.8, 404, device)
+    res = gumbel_max_test(m, z.astype(np.float64), temperature=0.8, alpha=ALPHA)
+    shifted = gumbel_max_test(m + res.min_detectable_shift, z.astype(np.float64), temperature=0.8, alpha=ALPHA)
+    assert not shifted.passed, shifted
