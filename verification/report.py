@@ -2,7 +2,8 @@
 
 For each (variant, case) it draws ``n`` samples (sized to the variant's CPU budget or to a GPU time
 budget), runs the applicable tests -- Pearson chi-square with pooling, the G-test, the DKWM CDF
-envelope, the two-sided tail-mass test on many-tail cases, the tie-bias test on flat cases -- and puts all
+envelope, the two-sided tail-mass test on many-tail cases, the Gumbel-max KS test where a variant exposes
+its perturbed maxima, the tie-bias test on flat cases -- and puts all
 p-values of the run into one family with Holm's step-down correction at the declared family-wise
 ``alpha``: a run on correct samplers fails with probability at most ``alpha`` in total.
 """
@@ -20,6 +21,7 @@ import numpy as np
 from .cases import Case
 from .stats.cdf import dkwm_cdf_test
 from .stats.gof import g_test, goodness_of_fit
+from .stats.gumbel import gumbel_max_test
 from .stats.tails import tail_mass_test
 from .stats.ties import tie_bias_test
 from .variants import Variant
@@ -59,7 +61,7 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _tests_for(case: Case, samples: np.ndarray, alpha_each: float):
+def _tests_for(case: Case, samples: np.ndarray, alpha_each: float, maxima: np.ndarray | None = None):
     probs = case.probs
     out = [goodness_of_fit(samples, probs, alpha=alpha_each), g_test(samples, probs, alpha=alpha_each)]
     out.append(dkwm_cdf_test(samples, probs, alpha=alpha_each))
@@ -68,6 +70,8 @@ def _tests_for(case: Case, samples: np.ndarray, alpha_each: float):
         out.append(tail_mass_test(samples, probs, case.tail_mask(), alternative="two-sided", alpha=alpha_each))
     if case.flat:
         out.append(tie_bias_test(samples, case.num_categories, alpha=alpha_each))
+    if maxima is not None:
+        out.append(gumbel_max_test(maxima, case.logits, temperature=case.temperature, alpha=alpha_each))
     return out
 
 
@@ -120,8 +124,11 @@ def run_battery(
             samples = variant.sample(case, n, run_seed)
         except NotImplementedError:
             continue
+        maxima = None
+        if variant.maxima is not None and case.temperature > 0:
+            maxima = variant.maxima(case, n, run_seed + 500)
         secs = time.perf_counter() - t0
-        for r in _tests_for(case, samples, alpha_each):
+        for r in _tests_for(case, samples, alpha_each, maxima):
             rows.append(
                 Row(
                     variant=variant.name,

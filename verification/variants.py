@@ -41,6 +41,9 @@ class Variant:
         Cap on n on CPU (the interpreter's cost per sample does not shrink with V).
     max_vocab : int
         Largest V this variant is run on (CPU twins skip the LM-sized GPU cases).
+    maxima : callable or None
+        ``(case, n, seed) -> float64 array (n,)`` of perturbed maxima ``max_v(z_v / T + G_v)``, for
+        variants that expose them (the battery then tests they are Gumbel(logsumexp(z / T), 1)).
     """
 
     name: str
@@ -49,6 +52,7 @@ class Variant:
     cpu_elements: int
     cpu_max_n: int = 2_000_000
     max_vocab: int = 1 << 62
+    maxima: Callable[[Case, int, int], np.ndarray] | None = None
 
 
 def _reference(case: Case, n: int, seed: int) -> np.ndarray:
@@ -76,6 +80,24 @@ def _kernel_logits(case: Case, n: int, seed: int) -> np.ndarray:
     z = torch.tensor(case.logits, dtype=torch.float32, device=device).expand(rows, -1)
     tok = flashsampling.sample_from_logits(z, temperature=case.temperature, seed=seed, num_samples=per)
     return tok.reshape(-1)[:n].cpu().numpy()
+
+
+def _kernel_logits_maxima(case: Case, n: int, seed: int) -> np.ndarray:
+    """The kernel's perturbed maxima: stage 1 on the case's row, max over the per-tile candidates."""
+    import torch
+
+    import flashsampling
+    from flashsampling.kernels.fused import default_logits_tiles, launch_logits_stage1
+    from flashsampling.noise import split_seed
+
+    device = "cpu" if flashsampling.INTERPRET else "cuda"
+    rows, per = _kernel_rows(n, case.num_categories, flashsampling.INTERPRET)
+    z = torch.tensor(case.logits, dtype=torch.float32, device=device).expand(rows, -1)
+    inv = torch.full((rows,), 1.0 / case.temperature, dtype=torch.float32, device=device)
+    lo, hi = split_seed(seed)
+    bb, bv = default_logits_tiles(rows, case.num_categories)
+    part_max = launch_logits_stage1(z, inv, lo, hi, per, bb, bv)[0]
+    return part_max.amax(dim=-1).reshape(-1)[:n].double().cpu().numpy()
 
 
 def _kernel_matmul(case: Case, n: int, seed: int) -> np.ndarray:
@@ -118,7 +140,9 @@ def registry() -> list[Variant]:
     out = [
         Variant("reference-inverse-cdf", "control", _reference, 400_000_000),
         Variant("twin-fused", "twin", _twin, 60_000_000, max_vocab=8192),
-        Variant("kernel-fused-logits", "kernel", _kernel_logits, 8_000_000, cpu_max_n=64 * 160),
+        Variant(
+            "kernel-fused-logits", "kernel", _kernel_logits, 8_000_000, cpu_max_n=64 * 160, maxima=_kernel_logits_maxima
+        ),
         Variant("kernel-fused-matmul", "kernel", _kernel_matmul, 4_000_000, cpu_max_n=64 * 80),
     ]
     for name, module, attr, budget in (
