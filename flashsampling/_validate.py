@@ -79,6 +79,17 @@ def check_lm_head(hidden, weight) -> tuple[int, int, int, torch.device]:
     return B, V, D, device
 
 
+def check_logits(logits) -> tuple[int, int]:
+    """Checks of a ``logits [B, V]`` tensor (float dtype, B and V at least 1, counters fit); returns ``(B, V)``."""
+    check_tensor("logits", logits, ndim=2)
+    B, V = logits.shape
+    check_nonempty("logits", B, "B")
+    check_nonempty("logits", V, "V")
+    check_counter("V", V)
+    check_counter("B", B)
+    return B, V
+
+
 def check_seed(seed) -> int:
     """A seed in ``[0, 2**64)``; ``None`` draws one from torch's default CPU generator."""
     if seed is None:

@@ -48,7 +48,7 @@ import torch
 
 from . import _validate as check
 from .kernels.combine import launch_combine_groups, launch_reduce_candidates
-from .kernels.fused import TileConfig, default_logits_tiles, default_tiles, launch_fused_stage1, launch_logits_stage1
+from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1, logits_tiles
 from .noise import STREAM_GROUP, STREAM_TOKEN, split_seed, token_noise_np
 from .twin import inverse_temperature32, sample_twin_many, select
 
@@ -199,15 +199,7 @@ def logmass_tolerance(max_abs_scaled: float, group_size: int) -> float:
 check_lm_head = check.check_lm_head  # shared with flashsampling.sample (flashsampling/_validate.py)
 
 
-def logits_blocks(B: int, V: int, block_b: int | None = None, block_v: int | None = None) -> tuple[int, int]:
-    """Stage-1 tile sizes for the logits path (the defaults of :func:`flashsampling.sample_from_logits`)."""
-    dbb, dbv = default_logits_tiles(B, max(V, 1))
-    bb = block_b or dbb
-    bv = block_v or dbv
-    for name, v in (("block_b", bb), ("block_v", bv)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v & (v - 1):
-            raise ValueError(f"{name}={v} must be a power of two")
-    return bb, bv
+logits_blocks = logits_tiles  # flashsampling/kernels/fused.py
 
 
 def check_group_sizes(group_sizes, V: int) -> list[tuple[int, int]]:
@@ -372,12 +364,7 @@ def sample_grouped_from_logits(
 
     ``block_v`` is the group size when ``group_sizes`` is ``None``.  Returns as :func:`sample_grouped`.
     """
-    check.check_tensor("logits", logits, ndim=2)
-    B, V = logits.shape
-    check.check_nonempty("logits", B, "B")
-    check.check_nonempty("logits", V, "V")
-    check.check_counter("V", V)
-    check.check_counter("B", B)
+    B, V = check.check_logits(logits)
     S = check.check_num_samples(num_samples)
     seed = check.check_seed(seed)
     inv_temp, _ = check.check_temperature(temperature, B, logits.device, host_checks=host_checks)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from . import _validate as check
-from .kernels.fused import TileConfig, default_logits_tiles, default_tiles, launch_fused_stage1, launch_logits_stage1
+from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1, logits_tiles
 from .kernels.reduce import reduce_tiles
 from .noise import split_seed
 
@@ -113,20 +113,11 @@ def sample_from_logits(
     -------
     torch.Tensor, int64, shape (B, num_samples)
     """
-    check.check_tensor("logits", logits, ndim=2)
-    B, V = logits.shape
-    check.check_nonempty("logits", B, "B")
-    check.check_nonempty("logits", V, "V")
-    check.check_counter("V", V)
-    check.check_counter("B", B)
+    B, V = check.check_logits(logits)
     S = check.check_num_samples(num_samples)
     seed = check.check_seed(seed)
     inv_temp, _ = check.check_temperature(temperature, B, logits.device, host_checks=host_checks)
-    bb, bv = default_logits_tiles(B, V)
-    bb, bv = block_b or bb, block_v or bv
-    for name, v in (("block_b", bb), ("block_v", bv)):
-        if v < 1 or v & (v - 1):
-            raise ValueError(f"{name}={v} must be a power of two")
+    bb, bv = logits_tiles(B, V, block_b, block_v)
     lo, hi = split_seed(seed)
     parts = launch_logits_stage1(logits, inv_temp, lo, hi, S, bb, bv)
     tokens, flags = reduce_tiles(*parts[:4], V)

@@ -87,7 +87,7 @@ def _kernel_logits_maxima(case: Case, n: int, seed: int) -> np.ndarray:
     import torch
 
     import flashsampling
-    from flashsampling.kernels.fused import default_logits_tiles, launch_logits_stage1
+    from flashsampling.kernels.fused import launch_logits_stage1, logits_tiles
     from flashsampling.noise import split_seed
 
     device = "cpu" if flashsampling.INTERPRET else "cuda"
@@ -95,7 +95,7 @@ def _kernel_logits_maxima(case: Case, n: int, seed: int) -> np.ndarray:
     z = torch.tensor(case.logits, dtype=torch.float32, device=device).expand(rows, -1)
     inv = torch.full((rows,), 1.0 / case.temperature, dtype=torch.float32, device=device)
     lo, hi = split_seed(seed)
-    bb, bv = default_logits_tiles(rows, case.num_categories)
+    bb, bv = logits_tiles(rows, case.num_categories)
     part_max = launch_logits_stage1(z, inv, lo, hi, per, bb, bv)[0]
     return part_max.amax(dim=-1).reshape(-1)[:n].double().cpu().numpy()
 

@@ -73,12 +73,20 @@ def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
     return cfg
 
 
-def default_logits_tiles(B: int, V: int) -> tuple[int, int]:
-    """(block_b, block_v) for the logits kernel: 4 x 1024 compiled; as large as 64K elements interpreted."""
+def logits_tiles(B: int, V: int, block_b: int | None = None, block_v: int | None = None) -> tuple[int, int]:
+    """(block_b, block_v) for the logits kernel: the caller's, checked to be powers of two, or the
+    defaults -- 4 x 1024 compiled; as large as 64K elements interpreted."""
+    V = max(V, 1)
     if UPCAST_DOT:
-        bb = min(64, triton.next_power_of_2(B))
-        return bb, max(16, min(triton.next_power_of_2(V), (1 << 16) // bb))
-    return min(4, triton.next_power_of_2(B)), max(16, min(1024, triton.next_power_of_2(V)))
+        dbb = min(64, triton.next_power_of_2(B))
+        dbv = max(16, min(triton.next_power_of_2(V), (1 << 16) // dbb))
+    else:
+        dbb, dbv = min(4, triton.next_power_of_2(B)), max(16, min(1024, triton.next_power_of_2(V)))
+    bb, bv = block_b or dbb, block_v or dbv
+    for name, v in (("block_b", bb), ("block_v", bv)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v & (v - 1):
+            raise ValueError(f"{name}={v} must be a power of two")
+    return bb, bv
 
 
 @triton.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset", "num_samples"])
