@@ -1,6 +1,17 @@
-"""Sweep stage-1 tile configurations on the GPU; print the best per batch size.
+"""Sweep stage-1 tile configurations on the GPU: time, registers, spills; split the noise's cost.
 
 ``python benchmarks/tile_sweep.py --out benchmarks/results/tile_sweep.json``
+
+For every batch size and candidate ``(block_b, block_v, block_d, num_warps, num_stages)`` it times
+stage 1 + stage 2 (bare launches, no host checks; ``triton.testing.do_bench`` medians) and reads
+the compiler's report of the kernel (registers per thread, spilled registers, shared memory).  At
+the best configuration of each batch size it then times four variants of the same kernel, whose
+differences place the cost of the noise:
+
+* ``full``       the shipped kernel (one Philox block per token pair, lazy tie keys);
+* ``per_token``  one Philox block per token (a shard at an odd offset takes this path);
+* ``rounds0``    Philox with 0 rounds (the counters pass through: the logs and selection remain);
+* ``no_noise``   no noise at all (the matmul, the argmax and the candidate store).
 """
 
 from __future__ import annotations
@@ -11,42 +22,58 @@ import sys
 from pathlib import Path
 
 import torch
+import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import median_ms  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
 from flashsampling._validate import check_temperature  # noqa: E402
-from flashsampling.kernels.fused import launch_fused_stage1  # noqa: E402
+from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
 from flashsampling.kernels.reduce import reduce_tiles  # noqa: E402
 
+# (block_b, block_v, block_d, num_warps, num_stages, epilogue_splits)
+SMALL = [(16, 128, 256, 4, 3, 0), (16, 64, 256, 4, 3, 0), (16, 128, 256, 4, 3, 1), (16, 256, 128, 8, 3, 1)]
 CONFIGS = {
-    1: [
-        (16, 128, 128, 4, 4),
-        (16, 64, 128, 4, 4),
-        (16, 64, 256, 4, 3),
-        (16, 128, 256, 4, 3),
-        (16, 256, 128, 8, 3),
-        (16, 32, 256, 4, 4),
-    ],
+    1: SMALL,
+    4: SMALL,
+    16: SMALL,
+    32: [(32, 64, 128, 4, 4, 0), (32, 128, 128, 4, 3, 1), (32, 128, 64, 4, 4, 1), (32, 256, 64, 4, 3, 2)],
     64: [
-        (64, 128, 64, 4, 4),
-        (64, 64, 64, 4, 4),
-        (64, 128, 64, 8, 3),
-        (32, 128, 64, 4, 4),
-        (64, 64, 128, 4, 3),
-        (32, 64, 128, 4, 4),
-        (64, 32, 128, 4, 4),
+        (64, 64, 128, 4, 3, 0),
+        (64, 128, 64, 4, 4, 1),
+        (64, 128, 64, 4, 4, 2),
+        (64, 128, 128, 4, 3, 2),
+        (64, 128, 64, 8, 3, 1),
+        (64, 256, 64, 8, 3, 2),
+    ],
+    128: [
+        (64, 64, 64, 4, 4, 0),
+        (64, 128, 64, 4, 4, 2),
+        (128, 128, 64, 8, 3, 1),
+        (128, 128, 64, 8, 3, 2),
+        (128, 128, 64, 8, 4, 2),
+        (64, 256, 64, 8, 3, 2),
+        (128, 256, 64, 8, 3, 2),
     ],
     256: [
-        (128, 128, 64, 8, 3),
-        (64, 128, 64, 8, 3),
-        (128, 64, 64, 4, 3),
-        (64, 64, 64, 4, 4),
-        (128, 64, 64, 8, 3),
-        (256, 64, 64, 8, 3),
-        (64, 128, 64, 4, 4),
+        (64, 64, 64, 4, 4, 0),
+        (64, 128, 64, 4, 4, 2),
+        (128, 128, 64, 8, 3, 2),
+        (128, 128, 64, 8, 4, 2),
+        (128, 128, 128, 8, 3, 2),
+        (128, 256, 64, 8, 3, 2),
+        (256, 128, 64, 8, 3, 2),
+        (64, 256, 64, 8, 3, 2),
     ],
 }
+
+
+def bench(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def kernel_report(kernel) -> dict:
+    """Registers per thread, spilled registers and shared memory of a compiled Triton kernel."""
+    return {"n_regs": kernel.n_regs, "n_spills": kernel.n_spills, "shared_bytes": kernel.metadata.shared}
 
 
 def main() -> None:
@@ -54,36 +81,55 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/tile_sweep.json")
     ap.add_argument("--V", type=int, default=151936)
     ap.add_argument("--D", type=int, default=4096)
+    ap.add_argument("--batches", default=",".join(str(b) for b in CONFIGS))
     args = ap.parse_args()
     V, D = args.V, args.D
     torch.manual_seed(0)
     w = (torch.randn(V, D, device="cuda") * 0.02).to(torch.bfloat16)
-    results = []
-    for B, cfgs in CONFIGS.items():
+    sweep, split = [], []
+    for B in (int(b) for b in args.batches.split(",")):
         h = torch.randn(B, D, device="cuda").to(torch.bfloat16)
         inv, _ = check_temperature(1.0, B, h.device, host_checks=False)
-        mm = median_ms(lambda h=h: h @ w.T)
-        for cfg in cfgs:
+        mm = bench(lambda h=h: h @ w.T)
+
+        def run(t, h=h, inv=inv, **kw):
+            parts = launch_fused_stage1(h, w, inv, 5, 7, 1, t, **kw)
+            return reduce_tiles(*parts[:4], V)
+
+        best = None
+        for cfg in CONFIGS[B]:
             t = TileConfig(*cfg)
-            for rounds in (10, 0) if cfg == cfgs[0] else (10,):
-
-                def run(h=h, t=t, inv=inv, rounds=rounds):
-                    parts = launch_fused_stage1(h, w, inv, 5, 7, 1, t, n_rounds=rounds)
-                    return reduce_tiles(*parts[:4], V)
-
-                try:
-                    ms = median_ms(run)
-                except Exception as e:  # noqa: BLE001 - a config may not compile (shared memory)
-                    print(B, cfg, "failed", type(e).__name__, str(e)[:100])
-                    continue
-                r = {"B": B, "config": cfg, "philox_rounds": rounds, "ms": ms, "matmul_ms": mm}
-                results.append(r)
-                print(json.dumps(r))
+            compiled: list = []
+            try:
+                run(t, compiled=compiled)
+                ms = bench(lambda t=t: run(t))
+            except Exception as e:  # noqa: BLE001 - a config may not compile (shared memory)
+                print(B, cfg, "failed", type(e).__name__, str(e)[:120], flush=True)
+                continue
+            r = {"B": B, "config": cfg, "ms": ms, "matmul_ms": mm, **kernel_report(compiled[0])}
+            sweep.append(r)
+            print(json.dumps(r), flush=True)
+            if best is None or ms < best["ms"]:
+                best = r
+        if best is None:
+            continue
+        t = TileConfig(*best["config"])
+        row = {"B": B, "config": best["config"], "matmul_ms": mm}
+        row["default"] = list(vars(default_tiles(B, V, D)).values())
+        row["full_ms"] = bench(lambda t=t: run(t))
+        row["per_token_ms"] = bench(lambda t=t: run(t, col_offset=1))
+        row["rounds0_ms"] = bench(lambda t=t: run(t, n_rounds=0))
+        row["no_noise_ms"] = bench(lambda t=t: run(t, noise=False))
+        split.append(row)
+        print(json.dumps(row), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2))
-    for B in CONFIGS:
-        best = min((r for r in results if r["B"] == B and r["philox_rounds"] == 10), key=lambda r: r["ms"])
-        print(f"B={B}: best {best['config']} {best['ms']:.3f} ms (matmul {best['matmul_ms']:.3f})")
+    Path(args.out).write_text(json.dumps({"V": V, "D": D, "sweep": sweep, "noise_split": split}, indent=2))
+    print(f"{'B':>4} {'best config':>29} {'matmul':>7} {'full':>7} {'per-tok':>7} {'rnds0':>7} {'nonoise':>7}")
+    for r in split:
+        print(
+            f"{r['B']:>4} {str(tuple(r['config'])):>29} {r['matmul_ms']:7.3f} {r['full_ms']:7.3f} "
+            f"{r['per_token_ms']:7.3f} {r['rounds0_ms']:7.3f} {r['no_noise_ms']:7.3f}"
+        )
 
 
 if __name__ == "__main__":

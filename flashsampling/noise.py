@@ -63,6 +63,7 @@ PHILOX_W1 = 0xBB67AE85
 STREAM_TOKEN = 0
 STREAM_GROUP = 1
 STREAM_ONLINE = 2
+STREAM_TIE = 3
 
 #: The largest Gumbel value the generator can return: -log(-log1p(-2**-65)) = 65 log 2.
 MAX_NOISE = 65.0 * float(np.log(2.0))
@@ -105,14 +106,18 @@ def philox4x32(c0, c1, c2, c3, k0, k1, N_ROUNDS: tl.constexpr):
 def exponential_from_bits(w0, w1):
     """``E = -log(U)``, ``U = (w1 * 2**32 + w0 + 1/2) / 2**64``, in float32, never 0 or inf.
 
-    Let ``b`` be the top bit of ``w1``.  If ``b = 1``, ``U >= 1/2``: we form ``X = 1 - U`` from the
-    complemented bits (exactly representable to 24 bits, as small as ``2**-65``) and return
-    ``-log1p(-X)`` by Goldberg's formula ``log1p(x) = log(1 + x) * x / ((1 + x) - 1)``.  If
-    ``b = 0``, ``U < 1/2`` is formed directly and ``-log(U)`` is accurate.  ``X`` and ``U`` are
-    both built as ``(m1 >> 8) * 2**-24 + ((m1 & 255) * 2**-32 + (m0 * 2**-64 + 2**-65))``: the
-    high part is exact, so the sum rounds once to nearest instead of truncating the low word
-    (which biased ``x`` low by ``2**-33`` on average; ``proofs/finite_precision.md``); products by
-    powers of two are exact, so fused multiply-adds give the same result as separate operations.
+    Let ``b`` be the top bit of ``w1``.  If ``b = 0``, ``U < 1/2`` is formed directly as ``x`` and
+    ``-log(x)`` is accurate.  If ``b = 1``, ``U >= 1/2``: we form ``x = 1 - U`` from the complemented
+    bits (as small as ``2**-65``), round ``y = fl(1 - x)`` and take its rounding error
+    ``d = (1 - y) - x``, which is exact (``1 - y`` is exact by Sterbenz's lemma, and ``d`` is the
+    Fast2Sum error term of ``1 + (-x)``).  Then ``U = y + d`` exactly and
+    ``-log(U) = -log(y) - log1p(d / y) = -log(y) - d / y`` up to ``(d / y)**2 / 2 < 2**-49``; for
+    ``x < 2**-25``, ``y = 1`` and the result is ``x`` itself.  ``d / y`` is a correction below one
+    float32 ulp of the result, so an approximate division changes the result by at most one
+    rounding.  ``x`` is built as ``(m1 >> 8) * 2**-24 + ((m1 & 255) * 2**-32 + (m0 * 2**-64 +
+    2**-65))``: the high part is exact, so the sum rounds once to nearest instead of truncating
+    the low word (``proofs/finite_precision.md``); products by powers of two are exact, so fused
+    multiply-adds give the same result as separate operations.
     """
     top = w1 >> 31
     # (x ^ 0xFFFFFFFF is ~x: the interpreter's ~ fails on uint32.)
@@ -123,24 +128,43 @@ def exponential_from_bits(w0, w1):
     low = m0.to(tl.float32) * 5.421010862427522e-20 + 2.710505431213761e-20
     mid = (m1 & 0xFF).to(tl.float32) * 2.3283064365386963e-10 + low
     x = (m1 >> 8).to(tl.float32) * 5.960464477539063e-08 + mid
-    # top == 0: x is U itself.  top == 1: x is 1 - U, and y = 1 - x is the rounded U.
+    # top == 0: x is U itself.  top == 1: x is 1 - U, and U = y + d exactly.
     y = 1.0 - x
+    d = (1.0 - y) - x
     arg = tl.where(top == 1, y, x)
-    neg_log = -tl.log(arg)
-    ratio = tl.math.div_rn(x, tl.where(y == 1.0, 1.0, 1.0 - y))
-    e_near_one = tl.where(y == 1.0, x, neg_log * ratio)
-    return tl.where(top == 1, e_near_one, neg_log)
+    corr = tl.where(top == 1, tl.fdiv(d, y), 0.0)
+    return -tl.log(arg) - corr
 
 
 @device_function
-def token_noise(k0, k1, row, index, sample, stream, N_ROUNDS: tl.constexpr):
-    """Gumbel noise and tie-break key for uint32 ``(row, index, sample, stream)`` under key ``(k0, k1)``.
+def pair_noise(k0, k1, row, pair, sample, N_ROUNDS: tl.constexpr):
+    """Gumbel noise of the token pair ``(2 * pair, 2 * pair + 1)``: one Philox block, two tokens.
 
-    Returns ``(G, key)``: ``G = -log(E)`` float32 in ``[-3.81, 45.06]``, ``key`` uint32.
+    Returns ``(G_even, G_odd)`` float32, from the words ``(w0, w1)`` and ``(w2, w3)`` of the
+    block ``(pair, row, sample, STREAM_TOKEN)``.
     """
+    w0, w1, w2, w3 = philox4x32(pair, row, sample, tl.zeros_like(sample), k0, k1, N_ROUNDS)
+    return -tl.log(exponential_from_bits(w0, w1)), -tl.log(exponential_from_bits(w2, w3))
+
+
+@device_function
+def token_noise(k0, k1, row, index, sample, N_ROUNDS: tl.constexpr):
+    """Gumbel noise of single tokens (uint32 ``index``), for tiles that do not start on a pair.
+
+    The same values as :func:`pair_noise` (block ``index >> 1``, words chosen by ``index & 1``),
+    at the cost of one Philox block per token.
+    """
+    w0, w1, w2, w3 = philox4x32(index >> 1, row, sample, tl.zeros_like(sample), k0, k1, N_ROUNDS)
+    odd = (index & 1) == 1
+    return -tl.log(exponential_from_bits(tl.where(odd, w2, w0), tl.where(odd, w3, w1)))
+
+
+@device_function
+def tie_key(k0, k1, row, index, sample, N_ROUNDS: tl.constexpr):
+    """The tie-break key of token ``index``: word ``w0 | 1`` of block ``(index, row, sample, STREAM_TIE)``."""
+    stream = tl.zeros_like(sample) + 3
     w0, w1, w2, w3 = philox4x32(index, row, sample, stream, k0, k1, N_ROUNDS)
-    e = exponential_from_bits(w0, w1)
-    return -tl.log(e), w2
+    return w0 | 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,19 +207,42 @@ def exponential_from_bits_np(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
         mid = (m1 & np.uint32(0xFF)).astype(f32) * f32(_TWO_M32) + low
         x = (m1 >> np.uint32(8)).astype(f32) * f32(_TWO_M24) + mid
         y = f32(1.0) - x
+        d = (f32(1.0) - y) - x
         arg = np.where(top == 1, y, x)
-        neg_log = -np.log(arg)
-        ratio = x / np.where(y == f32(1.0), f32(1.0), f32(1.0) - y)
-        e_near_one = np.where(y == f32(1.0), x, neg_log * ratio)
-    return np.where(top == 1, e_near_one, neg_log).astype(f32)
+        corr = np.where(top == 1, d / y, f32(0.0))
+        return (-np.log(arg) - corr).astype(f32)
+
+
+def gumbel_from_bits_np(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
+    """``G = -log(E)`` in float32 for the words ``(w0, w1)``, as the kernel computes it."""
+    return (-np.log(exponential_from_bits_np(w0, w1))).astype(np.float32)
+
+
+def tie_key_np(seed: int, row, index, sample) -> np.ndarray:
+    """NumPy twin of :func:`tie_key`: ``w0 | 1`` of block ``(index, row, sample, STREAM_TIE)`` (uint32)."""
+    k0, k1 = split_seed(int(seed))
+    w0, _, _, _ = philox4x32_np(index, row, sample, STREAM_TIE, k0, k1)
+    return w0 | np.uint32(1)
 
 
 def token_noise_np(seed: int, row, index, sample, stream: int = STREAM_TOKEN):
-    """NumPy twin of :func:`token_noise`: ``(G float32, key uint32)`` broadcast over the counters."""
+    """NumPy twin of the kernels' noise: ``(G float32, key uint32)`` broadcast over the counters.
+
+    ``stream == STREAM_TOKEN`` (the token noise): ``G`` from the words of block
+    ``(index >> 1, row, sample, STREAM_TOKEN)`` that belong to ``index`` (``(w0, w1)`` for an even
+    index, ``(w2, w3)`` for an odd one) and ``key = tie_key_np(...)``.  Any other stream (the group
+    noise of the grouped variants): ``G`` from the words ``(w0, w1)`` of block
+    ``(index, row, sample, stream)`` and ``key = w2``.
+    """
     k0, k1 = split_seed(int(seed))
-    w0, w1, w2, _ = philox4x32_np(index, row, sample, stream, k0, k1)
-    e = exponential_from_bits_np(w0, w1)
-    return (-np.log(e)).astype(np.float32), w2
+    if stream != STREAM_TOKEN:
+        w0, w1, w2, _ = philox4x32_np(index, row, sample, stream, k0, k1)
+        return gumbel_from_bits_np(w0, w1), w2
+    index = np.asarray(index, dtype=np.uint32)
+    w0, w1, w2, w3 = philox4x32_np(index >> np.uint32(1), row, sample, STREAM_TOKEN, k0, k1)
+    odd = (index & np.uint32(1)) == 1
+    g = gumbel_from_bits_np(np.where(odd, w2, w0), np.where(odd, w3, w1))
+    return g, tie_key_np(seed, row, index, sample)
 
 
 def exponential_exact(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:

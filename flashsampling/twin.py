@@ -2,7 +2,7 @@
 
 Given float32 logits ``z`` (what the kernel computes in its accumulator) the kernel returns, per
 row and sample, the index maximizing the float32 score ``s_i = z_i * (1/T) + G_i`` (``s_i = z_i`` for
-a greedy row), ties in ``s`` broken by the larger tie-break key ``w2`` (see
+a greedy row), ties in ``s`` broken by the larger tie-break key (see
 :mod:`flashsampling.noise`).  This module computes exactly that, so that
 ``tests/test_replay.py`` can bind kernel and twin bit for bit and the statistical battery can draw
 millions of samples on the CPU from code proven equal to the kernel.
@@ -27,11 +27,12 @@ def inverse_temperature32(temperature, num_rows: int) -> np.ndarray:
 def select(scores: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Row-wise argmax of ``scores`` with exact ties broken by the larger ``keys | 1`` (uint32).
 
-    As in the kernel: a candidate's key is ``w2 | 1`` and a non-candidate's 0; equal keys (probability
-    ``2**-31`` per tied pair) fall to the lower index.
+    As in the kernel: a candidate's key is its tie-break key (odd) and a non-candidate's 0; equal
+    keys (probability ``2**-31`` per tied pair) fall to the lower index.  A row whose scores are all
+    ``-inf`` (no mass) returns its first index, as the kernel does.
     """
     m = scores.max(axis=-1, keepdims=True)
-    hit = scores == m
+    hit = (scores == m) & (m > -np.inf)
     k = np.where(hit, keys | np.uint32(1), np.uint32(0))
     return np.argmax(k, axis=-1)
 

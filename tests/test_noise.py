@@ -15,8 +15,10 @@ from flashsampling.noise import (
     NOISE_REL_TOL,
     exponential_exact,
     exponential_from_bits_np,
+    pair_noise,
     philox4x32_np,
     split_seed,
+    tie_key,
     token_noise,
     token_noise_np,
 )
@@ -29,9 +31,21 @@ def _noise_table_kernel(out_ptr, key_ptr, k0, k1, row0, sample, N: tl.constexpr,
     zeros = tl.zeros([V], dtype=tl.uint32)
     c_row = (tl.zeros([V], dtype=tl.int32) + row0 + r).to(tl.uint32)
     c_smp = (tl.zeros([V], dtype=tl.int32) + sample).to(tl.uint32)
-    g, key = token_noise(k0.to(tl.uint32), k1.to(tl.uint32), c_row, idx.to(tl.uint32), c_smp, zeros, N)
+    g = token_noise(k0.to(tl.uint32), k1.to(tl.uint32), c_row, idx.to(tl.uint32), c_smp, N)
+    key = tie_key(k0.to(tl.uint32), k1.to(tl.uint32), c_row, idx.to(tl.uint32), c_smp + zeros, N)
     tl.store(out_ptr + r * V + idx, g)
     tl.store(key_ptr + r * V + idx, key.to(tl.int64))
+
+
+@triton.jit(do_not_specialize=["k0", "k1", "sample"])
+def _pair_noise_kernel(even_ptr, odd_ptr, k0, k1, sample, N: tl.constexpr, P: tl.constexpr):
+    r = tl.program_id(0)
+    p = tl.arange(0, P)
+    c_row = (tl.zeros([P], dtype=tl.int32) + r).to(tl.uint32)
+    c_smp = (tl.zeros([P], dtype=tl.int32) + sample).to(tl.uint32)
+    g_even, g_odd = pair_noise(k0.to(tl.uint32), k1.to(tl.uint32), c_row, p.to(tl.uint32), c_smp, N)
+    tl.store(even_ptr + r * P + p, g_even)
+    tl.store(odd_ptr + r * P + p, g_odd)
 
 
 def kernel_noise(seed: int, rows: int, v: int, sample: int, device) -> tuple[np.ndarray, np.ndarray]:
@@ -72,6 +86,32 @@ def test_kernel_noise_equals_twin(seed, device):
         np.testing.assert_array_equal(g_k.view(np.uint32), g_t.view(np.uint32))
     else:
         np.testing.assert_allclose(g_k, g_t, rtol=NOISE_REL_TOL, atol=NOISE_ABS_TOL)
+
+
+def test_pair_noise_equals_token_noise(device):
+    """One Philox block per token pair gives each token the noise of the per-token path, bit for bit."""
+    lo, hi = split_seed(12345)
+    even = torch.empty((2, 64), dtype=torch.float32, device=device)
+    odd = torch.empty_like(even)
+    _pair_noise_kernel[(2,)](even, odd, lo, hi, 3, N=10, P=64)
+    g_k, _ = kernel_noise(12345, rows=2, v=128, sample=3, device=device)
+    np.testing.assert_array_equal(even.cpu().numpy().view(np.uint32), g_k[:, 0::2].view(np.uint32))
+    np.testing.assert_array_equal(odd.cpu().numpy().view(np.uint32), g_k[:, 1::2].view(np.uint32))
+
+
+def test_token_noise_layout():
+    """Token 2p takes words (w0, w1) of block (p, row, sample, 0), token 2p + 1 words (w2, w3); the
+    tie-break key is w0 | 1 of block (index, row, sample, STREAM_TIE)."""
+    from flashsampling.noise import STREAM_TIE, gumbel_from_bits_np
+
+    seed = 0xDEADBEEF12345678
+    k0, k1 = split_seed(seed)
+    idx = np.arange(10, dtype=np.uint32)
+    g, key = token_noise_np(seed, 4, idx, 2)
+    w0, w1, w2, w3 = philox4x32_np(idx[::2] >> 1, 4, 2, 0, k0, k1)
+    np.testing.assert_array_equal(g[0::2], gumbel_from_bits_np(w0, w1))
+    np.testing.assert_array_equal(g[1::2], gumbel_from_bits_np(w2, w3))
+    np.testing.assert_array_equal(key, philox4x32_np(idx, 4, 2, STREAM_TIE, k0, k1)[0] | np.uint32(1))
 
 
 def test_noise_never_infinite_at_extreme_bits():

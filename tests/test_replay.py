@@ -28,7 +28,7 @@ SHAPES = [  # (B, V, D): V < tile, V not a multiple of the tile, B > row tile, D
     (20, 130, 24),
     (2, 517, 80),
 ]
-TILES = [TileConfig(16, 16, 16), TileConfig(16, 64, 32), TileConfig(32, 128, 64)]
+TILES = [TileConfig(16, 16, 16), TileConfig(16, 64, 32, epilogue_splits=1), TileConfig(32, 128, 64, epilogue_splits=2)]
 
 
 def perturbed_float64(z64: np.ndarray, temperature: float, seed: int, num_samples: int):
@@ -133,3 +133,54 @@ def test_seed_none_uses_torch_generator(device):
     b = flashsampling.sample_from_logits(z, num_samples=3)
     c = flashsampling.sample_from_logits(z, num_samples=3)
     assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+@pytest.mark.parametrize("block_v", [16, 64])
+def test_exact_ties_broken_by_the_tie_key(block_v, device):
+    """Greedy rows of small integer logits tie exactly inside and across tiles: the kernel takes the
+    tied token with the largest tie-break key, as the twin does, on both the paired path (tiles on
+    even indices) and the per-token path (a shard at an odd offset)."""
+    from flashsampling.kernels.fused import launch_logits_stage1
+    from flashsampling.kernels.reduce import reduce_tiles
+    from flashsampling.noise import split_seed, tie_key_np
+
+    gen = torch.Generator().manual_seed(5)
+    B, V, seed = 6, 203, 0xC0FFEE
+    z = torch.randint(0, 3, (B, V), generator=gen).float()
+    z[0] = 1.0  # the whole row tied
+    inv = torch.zeros(B)  # greedy: no noise, so the ties are exact
+    tokens = flashsampling.sample_from_logits(z.to(device), temperature=0.0, seed=seed, num_samples=3, block_v=block_v)
+    twin = sample_twin(z.numpy(), 0.0, seed=seed, num_samples=3)
+    np.testing.assert_array_equal(tokens.cpu().numpy(), twin)
+    assert len(set(tokens[0].tolist())) == 3  # three samples, three different winners of the full tie
+    # A shard at global offset 1: the per-token noise path, keyed by the global index.
+    lo, hi = split_seed(seed)
+    parts = launch_logits_stage1(z[:, 1:].contiguous().to(device), inv.to(device), lo, hi, 2, 16, block_v, col_offset=1)
+    tok, _ = reduce_tiles(*parts[:4], V)
+    keys = tie_key_np(
+        seed,
+        np.arange(B, dtype=np.uint32)[:, None, None],
+        np.arange(1, V, dtype=np.uint32),
+        np.arange(2, dtype=np.uint32)[None, :, None],
+    )
+    zz = z[:, None, 1:].numpy()
+    expect = 1 + np.argmax(np.where(zz == zz.max(axis=-1, keepdims=True), keys, 0), axis=-1)
+    np.testing.assert_array_equal(tok.cpu().numpy(), expect)
+
+
+def test_exact_ties_in_the_fused_kernel_any_tiles(device):
+    """Integer h and W (exact fp32 logits) with repeated rows of W: greedy rows tie exactly inside
+    tiles, across epilogue chunks and across tiles; every tile configuration returns the twin's
+    tokens (and so does a sampled row, whose logits are exact too)."""
+    gen = torch.Generator().manual_seed(9)
+    b, v, d = 5, 300, 32
+    h = torch.randint(-1, 2, (b, d), generator=gen).to(torch.float16)
+    w = torch.randint(-1, 2, (v // 3, d), generator=gen).to(torch.float16).repeat(3, 1)
+    z = (h.double() @ w.double().T).numpy()
+    temps = torch.tensor([0.0, 0.0, 0.0, 1.0, 0.5])
+    expect = sample_twin(z, temps.numpy(), seed=21, num_samples=3)
+    assert (z == z.max(axis=1, keepdims=True)).sum(axis=1).min() >= 3  # every row has a 3-way tie
+    for t in TILES:
+        got = flashsampling.sample(h.to(device), w.to(device), temperature=temps.to(device), seed=21, num_samples=3,
+                                   tiles=t)  # fmt: skip
+        np.testing.assert_array_equal(got.cpu().numpy(), expect)

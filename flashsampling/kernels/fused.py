@@ -44,6 +44,8 @@ class TileConfig:
     block_d: int = 64
     num_warps: int = 4
     num_stages: int = 3
+    #: The noise epilogue runs on 2**epilogue_splits column chunks of the tile, one after the other.
+    epilogue_splits: int = 0
 
     def __post_init__(self) -> None:
         for name in ("block_b", "block_v", "block_d"):
@@ -51,6 +53,8 @@ class TileConfig:
             # tl.dot needs every dimension >= 16 and a power of two.
             if v < 16 or v & (v - 1):
                 raise ValueError(f"TileConfig.{name}={v} must be a power of two >= 16")
+        if self.epilogue_splits not in (0, 1, 2):
+            raise ValueError(f"TileConfig.epilogue_splits={self.epilogue_splits} must be 0, 1 or 2")
 
 
 def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
@@ -69,7 +73,7 @@ def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
     else:
         cfg = TileConfig(block_b=64, block_v=64, block_d=64, num_warps=4, num_stages=4)
     if element_size > 2 and cfg.block_d > 64:
-        cfg = TileConfig(cfg.block_b, cfg.block_v, 64, cfg.num_warps, min(cfg.num_stages, 3))
+        cfg = TileConfig(cfg.block_b, cfg.block_v, 64, cfg.num_warps, min(cfg.num_stages, 3), cfg.epilogue_splits)
     return cfg
 
 
@@ -117,6 +121,9 @@ def fused_stage1_kernel(
     INPUT_PRECISION: tl.constexpr,
     N_ROUNDS: tl.constexpr,
     RETURN_LSE: tl.constexpr,
+    PAIRED: tl.constexpr,
+    NOISE: tl.constexpr,
+    EPILOGUE_SPLITS: tl.constexpr,
 ):
     """``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)`` with ``z`` accumulated in fp32."""
     pid = tl.program_id(0)
@@ -172,6 +179,9 @@ def fused_stage1_kernel(
         False,
         N_ROUNDS,
         RETURN_LSE,
+        PAIRED,
+        NOISE,
+        EPILOGUE_SPLITS,
     )
 
 
@@ -196,6 +206,9 @@ def logits_stage1_kernel(
     BLOCK_SIZE_V: tl.constexpr,
     N_ROUNDS: tl.constexpr,
     RETURN_LSE: tl.constexpr,
+    PAIRED: tl.constexpr,
+    NOISE: tl.constexpr,
+    EPILOGUE_SPLITS: tl.constexpr,
 ):
     """``(B,V)`` logits -> per tile argmax_V(z * (1/T) + G); ``-inf`` logits are masked tokens."""
     pid = tl.program_id(0)
@@ -238,6 +251,9 @@ def logits_stage1_kernel(
         True,
         N_ROUNDS,
         RETURN_LSE,
+        PAIRED,
+        NOISE,
+        EPILOGUE_SPLITS,
     )
 
 
@@ -255,12 +271,15 @@ def allocate_partials(B: int, S: int, T: int, device, return_lse: bool = False) 
 
 def launch_fused_stage1(
     hidden, weight, inv_temp, seed_lo, seed_hi, num_samples, tiles: TileConfig, *,
-    col_offset: int = 0, return_lse: bool = False, n_rounds: int = 10,
+    col_offset: int = 0, return_lse: bool = False, n_rounds: int = 10, noise: bool = True,
+    compiled: list | None = None,
 ):  # fmt: skip
     """Allocate the buffers and launch stage 1 on ``hidden [B, D]`` and ``weight [V, D]``.
 
     ``weight`` row ``v`` is global vocabulary index ``col_offset + v`` (a shard of a larger
     vocabulary).  Returns ``(part_max, part_key, part_idx, flags, lse)`` (see :func:`allocate_partials`).
+    ``n_rounds`` and ``noise=False`` exist for benchmarks that time the noise's parts; ``compiled``,
+    if given, receives the compiled kernel (registers, spills and shared memory for the reports).
     """
     B, D = hidden.shape
     V = weight.shape[0]
@@ -268,20 +287,23 @@ def launch_fused_stage1(
     parts = allocate_partials(B, num_samples, T, hidden.device, return_lse)
     grid = (triton.cdiv(B, tiles.block_b) * T,)
     upcast = UPCAST_DOT or hidden.dtype == torch.float32 or weight.dtype == torch.float32
-    fused_stage1_kernel[grid](
+    kernel = fused_stage1_kernel[grid](
         hidden, weight, inv_temp, *parts,
         B, V, D, col_offset, num_samples, seed_lo, seed_hi,
         hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
         BLOCK_SIZE_B=tiles.block_b, BLOCK_SIZE_V=tiles.block_v, BLOCK_SIZE_D=tiles.block_d,
         UPCAST=upcast, INPUT_PRECISION="ieee" if upcast else "tf32", N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
+        PAIRED=col_offset % 2 == 0, NOISE=noise, EPILOGUE_SPLITS=tiles.epilogue_splits,
         num_warps=tiles.num_warps, num_stages=tiles.num_stages,
     )  # fmt: skip
+    if compiled is not None:
+        compiled.append(kernel)
     return parts
 
 
 def launch_logits_stage1(
     logits, inv_temp, seed_lo, seed_hi, num_samples, block_b: int, block_v: int, *,
-    col_offset: int = 0, return_lse: bool = False, n_rounds: int = 10,
+    col_offset: int = 0, return_lse: bool = False, n_rounds: int = 10, noise: bool = True,
 ):  # fmt: skip
     """Allocate the buffers and launch stage 1 on ``logits [B, V]`` (column ``v`` = global index
     ``col_offset + v``).  Returns ``(part_max, part_key, part_idx, flags, lse)``."""
@@ -294,5 +316,6 @@ def launch_logits_stage1(
         B, V, col_offset, num_samples, seed_lo, seed_hi,
         logits.stride(0), logits.stride(1),
         BLOCK_SIZE_B=block_b, BLOCK_SIZE_V=block_v, N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
+        PAIRED=col_offset % 2 == 0, NOISE=noise, EPILOGUE_SPLITS=0,
     )  # fmt: skip
     return parts

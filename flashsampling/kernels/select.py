@@ -4,15 +4,26 @@ For a tile of float32 logits ``z[BLOCK_SIZE_B, BLOCK_SIZE_V]`` and each sample `
 
     score[b, v] = z[b, v] * inv_temp[b] + G(seed, row=b, index=v, sample=s)     (z[b, v] if inv_temp[b] == 0)
     m[b]        = max_v score[b, v]
-    j[b]        = the v with score == m[b] and the largest tie-break key w2(seed, b, v, s) | 1
+    j[b]        = the v with score == m[b] and the largest tie-break key K(seed, b, v, s)
 
-(``G`` keyed by the *global* index ``col_offset + v``, so shards and tensor-parallel ranks see
-the same noise as one device) and ``(m, w2, global index)`` is written to the partial buffers
-at ``[row, sample, tile]``.  The same pass raises per-(row, tile) flags: bit 1 for a NaN or +inf
-logit (or -inf where ``ALLOW_NEG_INF`` is false), bit 2 for ``z / T`` overflowing float32.  With
-``RETURN_LSE`` the tile's log-mass ``L = logsumexp_v(z / T)`` (fp32, max-shifted; the max of ``z``
-for a greedy row) is written to ``lse[row, tile]`` in the same pass, for the grouped variants.
-Stage 2 (:mod:`.reduce`) reduces over tiles.
+(``G`` and ``K`` keyed by the *global* index ``col_offset + v``, so shards and tensor-parallel ranks
+see the same noise as one device) and ``(m, K(j), global index j)`` is written to the partial
+buffers at ``[row, sample, tile]``.
+
+Cost per token: one Philox block serves two tokens (``PAIRED``: the tile starts on an even index,
+so its even and odd columns are split apart and each half takes two of the block's four words);
+the tie-break keys (:func:`~flashsampling.noise.tie_key`, their own Philox stream) are evaluated
+for the whole tile only when some row has an exact float32 tie at its maximum, and otherwise once
+per row for the winner.  With ``EPILOGUE_SPLITS = s`` the tile is perturbed and reduced in
+``2**s`` column chunks one after the other, which keeps wide tiles (needed at large B, where every
+tile re-reads its rows of ``h`` from L2) from spilling registers.  ``NOISE=False`` drops the noise
+(the greedy argmax), for benchmarks that separate the noise's cost from the matmul's.
+
+The same pass raises per-(row, tile) flags: bit 1 for a NaN or +inf logit (or -inf where
+``ALLOW_NEG_INF`` is false), bit 2 for ``z / T`` overflowing float32.  With ``RETURN_LSE`` the
+tile's log-mass ``L = logsumexp_v(z / T)`` (fp32, max-shifted; the max of ``z`` for a greedy row) is
+written to ``lse[row, tile]`` in the same pass, for the grouped variants.  Stage 2
+(:mod:`.reduce`) reduces over tiles.
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ from __future__ import annotations
 import triton.language as tl
 
 from .._device import device_function
-from ..noise import token_noise
+from ..noise import pair_noise, tie_key, token_noise
 
 FLAG_BAD_LOGIT = 1
 FLAG_OVERFLOW = 2
@@ -51,6 +62,9 @@ def perturb_select_store(
     ALLOW_NEG_INF: tl.constexpr,
     N_ROUNDS: tl.constexpr,
     RETURN_LSE: tl.constexpr,
+    PAIRED: tl.constexpr,
+    NOISE: tl.constexpr,
+    EPILOGUE_SPLITS: tl.constexpr,
 ):
     """``(B_tile, V_tile)`` fp32 logits -> per (row, sample) the tile's max score, its key and its index."""
     valid = row_ok[:, None] & col_ok[None, :]
@@ -79,25 +93,150 @@ def perturb_select_store(
         lse = tl.where(m_l == float("-inf"), float("-inf"), lse)
         tl.store(lse_ptr + rows64 * num_v_tiles + pid_v, lse, mask=row_ok)
 
-    gcols = cols.to(tl.int64) + col_offset
-    # Counters broadcast: (index [1, BV], row [BB, 1], sample [1, 1], stream [1, 1]); the first two
-    # Philox rounds then work on vectors, not on the whole tile.
-    c_row = rows.to(tl.uint32)[:, None]
-    c_col = gcols.to(tl.uint32)[None, :]
-    c_stream = tl.zeros([1, 1], dtype=tl.uint32)
+    # The tile's unperturbed scores: z / T (z for a greedy row), -inf outside the tile.
+    base = tl.where(valid, tl.where(greedy[:, None], z, scaled), float("-inf"))
+    noisy = (~greedy)[:, None]
+    tile_start = col_offset + pid_v.to(tl.int64) * BLOCK_SIZE_V
+    u_rows = rows.to(tl.uint32)
     for smp in range(0, num_samples):
         c_smp = (tl.zeros([1, 1], dtype=tl.int32) + smp).to(tl.uint32)
-        g, key = token_noise(k0, k1, c_row, c_col, c_smp, c_stream, N_ROUNDS)
-        score = tl.where(greedy[:, None], z, scaled + g)
-        score = tl.where(valid, score, float("-inf"))
-        m = tl.max(score, axis=1)
-        hit = (score == m[:, None]) & valid
-        # Tie-break key in uint32: w2 | 1 for a candidate, 0 otherwise (so 0 never names a token).
-        kk = tl.where(hit, key | 1, 0)
-        best_key = tl.max(kk, axis=1).to(tl.int64)
-        j = tl.argmax(kk, axis=1)
-        idx = col_offset + pid_v.to(tl.int64) * BLOCK_SIZE_V + j.to(tl.int64)
+        # With EPILOGUE_SPLITS > 0 the chunks run one after the other (fewer live Philox words per
+        # thread, so wide tiles do not spill) and combine like tiles, by (max, key).
+        if EPILOGUE_SPLITS == 0:
+            m, idx, key = select_chunk(
+                base, noisy, u_rows, c_smp, tile_start, k0, k1, BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, PAIRED, NOISE
+            )
+        elif EPILOGUE_SPLITS == 1:
+            m, idx, key = select_halves(
+                base, noisy, u_rows, c_smp, tile_start, k0, k1, BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, PAIRED, NOISE
+            )
+        else:
+            left, right = halves(base, BLOCK_SIZE_B, BLOCK_SIZE_V)
+            m, idx, key = select_halves(
+                left, noisy, u_rows, c_smp, tile_start, k0, k1, BLOCK_SIZE_B, BLOCK_SIZE_V // 2, N_ROUNDS, PAIRED, NOISE
+            )
+            right_start = tile_start + BLOCK_SIZE_V // 2
+            m2, idx2, key2 = select_halves(
+                right,
+                noisy,
+                u_rows,
+                c_smp,
+                right_start,
+                k0,
+                k1,
+                BLOCK_SIZE_B,
+                BLOCK_SIZE_V // 2,
+                N_ROUNDS,
+                PAIRED,
+                NOISE,
+            )
+            m, idx, key = better_of(m, idx, key, m2, idx2, key2)
         off = (rows64 * num_samples + smp) * num_v_tiles + pid_v
         tl.store(part_max_ptr + off, m, mask=row_ok)
-        tl.store(part_key_ptr + off, best_key, mask=row_ok)
+        tl.store(part_key_ptr + off, key.to(tl.int64), mask=row_ok)
         tl.store(part_idx_ptr + off, idx, mask=row_ok)
+
+
+@device_function
+def halves(x, BLOCK_SIZE_B: tl.constexpr, WIDTH: tl.constexpr):
+    """``x[:, :WIDTH // 2], x[:, WIDTH // 2:]`` of a ``[BLOCK_SIZE_B, WIDTH]`` register tile."""
+    return tl.split(tl.permute(tl.reshape(x, [BLOCK_SIZE_B, 2, WIDTH // 2]), (0, 2, 1)))
+
+
+@device_function
+def select_halves(
+    base,
+    noisy,
+    u_rows,
+    c_smp,
+    start,
+    k0,
+    k1,
+    BLOCK_SIZE_B: tl.constexpr,
+    WIDTH: tl.constexpr,
+    N_ROUNDS: tl.constexpr,
+    PAIRED: tl.constexpr,
+    NOISE: tl.constexpr,
+):
+    """:func:`select_chunk` on the two column halves of ``base``, one after the other, combined."""
+    left, right = halves(base, BLOCK_SIZE_B, WIDTH)
+    m, idx, key = select_chunk(
+        left, noisy, u_rows, c_smp, start, k0, k1, BLOCK_SIZE_B, WIDTH // 2, N_ROUNDS, PAIRED, NOISE
+    )
+    m2, idx2, key2 = select_chunk(
+        right, noisy, u_rows, c_smp, start + WIDTH // 2, k0, k1, BLOCK_SIZE_B, WIDTH // 2, N_ROUNDS, PAIRED, NOISE
+    )
+    return better_of(m, idx, key, m2, idx2, key2)
+
+
+@device_function
+def better_of(m, idx, key, m2, idx2, key2):
+    """The lexicographic maximum of two candidates ``(max, key, index)`` (a row with no mass keeps the first)."""
+    take = (m2 > m) | ((m2 == m) & (m2 > float("-inf")) & (key2 > key))
+    return tl.where(take, m2, m), tl.where(take, idx2, idx), tl.where(take, key2, key)
+
+
+@device_function
+def select_chunk(
+    base,
+    noisy,
+    u_rows,
+    c_smp,
+    chunk_start,
+    k0,
+    k1,
+    BLOCK_SIZE_B: tl.constexpr,
+    WIDTH: tl.constexpr,
+    N_ROUNDS: tl.constexpr,
+    PAIRED: tl.constexpr,
+    NOISE: tl.constexpr,
+):
+    """Perturb the ``[BLOCK_SIZE_B, WIDTH]`` scores ``base`` (global columns from ``chunk_start``) and
+    return per row ``(max score, global index, tie-break key)`` of the winner."""
+    c_row = u_rows[:, None]
+    if PAIRED:
+        # Tokens (2p, 2p + 1) share Philox block p: split the chunk into its even and odd columns.
+        b_even, b_odd = tl.split(tl.reshape(base, [BLOCK_SIZE_B, WIDTH // 2, 2]))
+        if NOISE:
+            pairs = (chunk_start // 2 + tl.arange(0, WIDTH // 2)).to(tl.uint32)[None, :]
+            g_even, g_odd = pair_noise(k0, k1, c_row, pairs, c_smp, N_ROUNDS)
+            s_even = tl.where(noisy, b_even + g_even, b_even)
+            s_odd = tl.where(noisy, b_odd + g_odd, b_odd)
+        else:
+            s_even = b_even
+            s_odd = b_odd
+        m_even = tl.max(s_even, axis=1)
+        m_odd = tl.max(s_odd, axis=1)
+        m = tl.maximum(m_even, m_odd)
+        pos = tl.where(m_even >= m_odd, 2 * tl.argmax(s_even, axis=1), 2 * tl.argmax(s_odd, axis=1) + 1)
+        hit_even = (s_even == m[:, None]) & (m > float("-inf"))[:, None]
+        hit_odd = (s_odd == m[:, None]) & (m > float("-inf"))[:, None]
+        n_hit = tl.sum(hit_even.to(tl.int32), axis=1) + tl.sum(hit_odd.to(tl.int32), axis=1)
+        if tl.max(n_hit, axis=0) > 1:
+            # An exact float32 tie at the top (rare): the larger tie-break key wins.
+            even_idx = (chunk_start + 2 * tl.arange(0, WIDTH // 2)).to(tl.uint32)[None, :]
+            k_even = tl.where(hit_even, tie_key(k0, k1, c_row, even_idx, c_smp, N_ROUNDS), 0)
+            k_odd = tl.where(hit_odd, tie_key(k0, k1, c_row, even_idx + 1, c_smp, N_ROUNDS), 0)
+            best_even = tl.max(k_even, axis=1)
+            best_odd = tl.max(k_odd, axis=1)
+            pos_tie = tl.where(best_even >= best_odd, 2 * tl.argmax(k_even, axis=1), 2 * tl.argmax(k_odd, axis=1) + 1)
+            pos = tl.where(n_hit > 1, pos_tie, pos)
+    else:
+        # A chunk that starts on an odd index (a shard at an odd offset): one block per token.
+        gidx = (chunk_start + tl.arange(0, WIDTH)).to(tl.uint32)[None, :]
+        if NOISE:
+            g = token_noise(k0, k1, c_row, gidx, c_smp, N_ROUNDS)
+            score = tl.where(noisy, base + g, base)
+        else:
+            score = base
+        m = tl.max(score, axis=1)
+        pos = tl.argmax(score, axis=1)
+        hit = (score == m[:, None]) & (m > float("-inf"))[:, None]
+        n_hit = tl.sum(hit.to(tl.int32), axis=1)
+        if tl.max(n_hit, axis=0) > 1:
+            kk = tl.where(hit, tie_key(k0, k1, c_row, gidx, c_smp, N_ROUNDS), 0)
+            pos = tl.where(n_hit > 1, tl.argmax(kk, axis=1), pos)
+    idx = chunk_start + pos.to(tl.int64)
+    # The winner's key, for ties across chunks and tiles (a [BLOCK_SIZE_B] vector: cheap).
+    key = tie_key(k0, k1, u_rows, idx.to(tl.uint32), c_smp.reshape([1]), N_ROUNDS)
+    return m, idx, key
