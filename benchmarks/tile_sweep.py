@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 import triton
+import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from flashsampling import TileConfig  # noqa: E402
@@ -30,41 +31,64 @@ from flashsampling._validate import check_temperature  # noqa: E402
 from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
 from flashsampling.kernels.reduce import reduce_tiles  # noqa: E402
 
-# (block_b, block_v, block_d, num_warps, num_stages, epilogue_splits)
-SMALL = [(16, 128, 256, 4, 3, 0), (16, 64, 256, 4, 3, 0), (16, 128, 256, 4, 3, 1), (16, 256, 128, 8, 3, 1)]
+# (block_b, block_v, block_d, num_warps, num_stages, epilogue_v, swap_ab)
+SMALL = [(16, 64, 256, 4, 3, 0, 0), (16, 128, 256, 4, 3, 32, 0), (16, 128, 128, 4, 4, 0, 0)]
 CONFIGS = {
     1: SMALL,
     4: SMALL,
     16: SMALL,
-    32: [(32, 64, 128, 4, 4, 0), (32, 128, 128, 4, 3, 1), (32, 128, 64, 4, 4, 1), (32, 256, 64, 4, 3, 2)],
+    32: [(32, 64, 128, 4, 4, 0, 0), (32, 128, 128, 4, 3, 32, 0), (32, 256, 64, 4, 3, 32, 0)],
     64: [
-        (64, 64, 128, 4, 3, 0),
-        (64, 128, 64, 4, 4, 1),
-        (64, 128, 64, 4, 4, 2),
-        (64, 128, 128, 4, 3, 2),
-        (64, 128, 64, 8, 3, 1),
-        (64, 256, 64, 8, 3, 2),
+        (64, 64, 128, 4, 3, 0, 0),
+        (64, 128, 64, 4, 4, 32, 0),
+        (64, 256, 64, 8, 3, 32, 0),
+        (64, 128, 128, 4, 3, 32, 0),
+        (64, 256, 64, 8, 3, 64, 0),
     ],
     128: [
-        (64, 64, 64, 4, 4, 0),
-        (64, 128, 64, 4, 4, 2),
-        (128, 128, 64, 8, 3, 1),
-        (128, 128, 64, 8, 3, 2),
-        (128, 128, 64, 8, 4, 2),
-        (64, 256, 64, 8, 3, 2),
-        (128, 256, 64, 8, 3, 2),
+        (64, 64, 64, 4, 4, 0, 0),
+        (128, 256, 64, 8, 3, 32, 0),
+        (128, 256, 64, 8, 3, 64, 0),
+        (128, 128, 64, 8, 3, 32, 0),
+        (64, 256, 64, 8, 3, 32, 0),
+        (128, 256, 64, 8, 3, 16, 0),
     ],
     256: [
-        (64, 64, 64, 4, 4, 0),
-        (64, 128, 64, 4, 4, 2),
-        (128, 128, 64, 8, 3, 2),
-        (128, 128, 64, 8, 4, 2),
-        (128, 128, 128, 8, 3, 2),
-        (128, 256, 64, 8, 3, 2),
-        (256, 128, 64, 8, 3, 2),
-        (64, 256, 64, 8, 3, 2),
+        (64, 64, 64, 4, 4, 0, 0),
+        (128, 256, 64, 8, 3, 32, 0),
+        (128, 256, 64, 8, 3, 64, 0),
+        (128, 128, 64, 8, 3, 32, 0),
+        (256, 128, 64, 8, 3, 32, 0),
+        (128, 256, 64, 8, 3, 16, 0),
     ],
 }
+#: Plain Triton matmuls (fp32 logits stored, no epilogue), to tell the epilogue's cost from the MMA's.
+MATMUL_CONFIGS = [(64, 64, 64, 4, 4), (128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (64, 128, 64, 4, 4)]
+
+
+@triton.jit
+def plain_matmul_kernel(h_ptr, w_ptr, z_ptr, B, V, D, BB: tl.constexpr, BV: tl.constexpr, BD: tl.constexpr):
+    pid = tl.program_id(0)
+    nb = tl.cdiv(B, BB)
+    rows = (pid % nb) * BB + tl.arange(0, BB)
+    cols = (pid // nb) * BV + tl.arange(0, BV)
+    acc = tl.zeros([BB, BV], dtype=tl.float32)
+    for k in range(0, D, BD):
+        ks = k + tl.arange(0, BD)
+        h = tl.load(h_ptr + rows.to(tl.int64)[:, None] * D + ks[None, :], mask=(rows < B)[:, None], other=0.0)
+        w = tl.load(w_ptr + cols.to(tl.int64)[None, :] * D + ks[:, None], mask=(cols < V)[None, :], other=0.0)
+        acc = tl.dot(h, w, acc)
+    tl.store(
+        z_ptr + rows.to(tl.int64)[:, None] * V + cols[None, :], acc, mask=(rows < B)[:, None] & (cols < V)[None, :]
+    )
+
+
+def plain_matmul(h, w, z, cfg):
+    bb, bv, bd, warps, stages = cfg
+    B, D = h.shape
+    V = w.shape[0]
+    grid = (triton.cdiv(B, bb) * triton.cdiv(V, bv),)
+    plain_matmul_kernel[grid](h, w, z, B, V, D, BB=bb, BV=bv, BD=bd, num_warps=warps, num_stages=stages)
 
 
 def bench(fn) -> float:
@@ -82,6 +106,7 @@ def main() -> None:
     ap.add_argument("--V", type=int, default=151936)
     ap.add_argument("--D", type=int, default=4096)
     ap.add_argument("--batches", default=",".join(str(b) for b in CONFIGS))
+    ap.add_argument("--plain-matmul", action="store_true", help="also time plain Triton matmuls (B >= 64)")
     args = ap.parse_args()
     V, D = args.V, args.D
     torch.manual_seed(0)
@@ -96,6 +121,13 @@ def main() -> None:
             parts = launch_fused_stage1(h, w, inv, 5, 7, 1, t, **kw)
             return reduce_tiles(*parts[:4], V)
 
+        if B >= 64 and args.plain_matmul:
+            z = torch.empty(B, V, device="cuda", dtype=torch.float32)
+            for cfg in MATMUL_CONFIGS:
+                r = {"B": B, "plain_matmul": cfg, "ms": bench(lambda cfg=cfg, h=h, z=z: plain_matmul(h, w, z, cfg))}
+                sweep.append(r)
+                print(json.dumps(r), flush=True)
+            del z
         best = None
         for cfg in CONFIGS[B]:
             t = TileConfig(*cfg)

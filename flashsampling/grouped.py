@@ -238,7 +238,7 @@ def grouped_partials(
         parts = launch_fused_stage1(
             hidden, weight, inv_temp, seed_lo, seed_hi, num_samples, t, col_offset=col_offset, return_lse=True
         )
-        return tile_partials(parts, t.block_v, col_offset)
+        return tile_partials(parts, t.candidate_v, col_offset)
     groups = []
     for start, size in check_group_sizes(group_sizes, V):
         if size == 0:

@@ -28,7 +28,12 @@ SHAPES = [  # (B, V, D): V < tile, V not a multiple of the tile, B > row tile, D
     (20, 130, 24),
     (2, 517, 80),
 ]
-TILES = [TileConfig(16, 16, 16), TileConfig(16, 64, 32, epilogue_splits=1), TileConfig(32, 128, 64, epilogue_splits=2)]
+TILES = [
+    TileConfig(16, 16, 16),
+    TileConfig(16, 64, 32, epilogue_v=16),
+    TileConfig(32, 128, 64, epilogue_v=32, swap_ab=True),
+    TileConfig(16, 32, 16, swap_ab=True),
+]
 
 
 def perturbed_float64(z64: np.ndarray, temperature: float, seed: int, num_samples: int):

@@ -44,8 +44,12 @@ class TileConfig:
     block_d: int = 64
     num_warps: int = 4
     num_stages: int = 3
-    #: The noise epilogue runs on 2**epilogue_splits column chunks of the tile, one after the other.
-    epilogue_splits: int = 0
+    #: 0: the epilogue (noise, max, candidate) runs on the whole tile in registers.  Else the tile
+    #: is staged through a per-program scratch slot and the epilogue runs on ``epilogue_v``-wide
+    #: column chunks, one candidate per chunk (wide matmul tiles, epilogue without spills).
+    epilogue_v: int = 0
+    #: Compute the tile as ``(W_tile @ h_tile.T).T``: the vocabulary tile becomes the MMA's M side.
+    swap_ab: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_b", "block_v", "block_d"):
@@ -53,27 +57,43 @@ class TileConfig:
             # tl.dot needs every dimension >= 16 and a power of two.
             if v < 16 or v & (v - 1):
                 raise ValueError(f"TileConfig.{name}={v} must be a power of two >= 16")
-        if self.epilogue_splits not in (0, 1, 2):
-            raise ValueError(f"TileConfig.epilogue_splits={self.epilogue_splits} must be 0, 1 or 2")
+        ev = self.epilogue_v
+        if ev and (ev < 16 or ev & (ev - 1) or ev > self.block_v):
+            raise ValueError(f"TileConfig.epilogue_v={ev} must be 0 or a power of two in [16, block_v]")
+
+    @property
+    def candidate_v(self) -> int:
+        """Columns per stage-1 candidate: ``epilogue_v`` if set, else ``block_v``."""
+        return self.epilogue_v or self.block_v
 
 
 def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
     """Tile choice by batch size (tuned on the H200 for bf16: see benchmarks/NOTES.md).
 
-    fp32 inputs (``element_size=4``) take ``block_d <= 64``: the bf16 choice for B <= 16 pipelines
-    3 x (16x256 + 256x128) elements, 295 KB of shared memory in fp32 against the H200's 227 KB.
+    Wider inputs (fp32, ``element_size=4``) halve the K tile until the pipeline's
+    ``num_stages * (block_b + block_v) * block_d * element_size`` bytes fit in 200 KB of shared
+    memory (the H200 has 227 KB per block): the bf16 choice for B > 128 would need 295 KB in fp32.
     """
     if UPCAST_DOT:  # the interpreter: each tl op costs ~0.1 ms whatever its size; few, large programs
         return TileConfig(block_b=max(16, min(64, triton.next_power_of_2(B))), block_v=256, block_d=64)
-    # benchmarks/results/tile_sweep_h200.json (V=151936, D=4096, bf16): best of 6-7 configs per B.
+    # benchmarks/results/tile_sweep_h200_v4.json (V=151936, D=4096, bf16): best config per B without spills.
     if B <= 16:
-        cfg = TileConfig(block_b=16, block_v=128, block_d=256, num_warps=4, num_stages=3)
+        cfg = TileConfig(block_b=16, block_v=64, block_d=256, num_warps=4, num_stages=3)
+    elif B <= 32:
+        cfg = TileConfig(block_b=32, block_v=64, block_d=128, num_warps=4, num_stages=4)
     elif B <= 64:
-        cfg = TileConfig(block_b=64, block_v=32, block_d=128, num_warps=4, num_stages=4)
-    else:
+        cfg = TileConfig(block_b=64, block_v=64, block_d=128, num_warps=4, num_stages=3)
+    elif B <= 128:
         cfg = TileConfig(block_b=64, block_v=64, block_d=64, num_warps=4, num_stages=4)
-    if element_size > 2 and cfg.block_d > 64:
-        cfg = TileConfig(cfg.block_b, cfg.block_v, 64, cfg.num_warps, min(cfg.num_stages, 3), cfg.epilogue_splits)
+    else:  # wide matmul tile (h re-read from L2 8x less often), epilogue on 32-column chunks
+        cfg = TileConfig(block_b=128, block_v=256, block_d=64, num_warps=8, num_stages=3, epilogue_v=32)
+    block_d = cfg.block_d
+    while block_d > 16 and cfg.num_stages * (cfg.block_b + cfg.block_v) * block_d * element_size > 200 * 1024:
+        block_d //= 2
+    if block_d != cfg.block_d:
+        cfg = TileConfig(
+            cfg.block_b, cfg.block_v, block_d, cfg.num_warps, cfg.num_stages, cfg.epilogue_v, cfg.swap_ab
+        )  # fmt: skip
     return cfg
 
 
@@ -103,6 +123,7 @@ def fused_stage1_kernel(
     part_idx_ptr,
     flag_ptr,
     lse_ptr,
+    scratch_ptr,
     B,
     V,
     D,
@@ -123,7 +144,8 @@ def fused_stage1_kernel(
     RETURN_LSE: tl.constexpr,
     PAIRED: tl.constexpr,
     NOISE: tl.constexpr,
-    EPILOGUE_SPLITS: tl.constexpr,
+    EPILOGUE_V: tl.constexpr,
+    SWAP_AB: tl.constexpr,
 ):
     """``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)`` with ``z`` accumulated in fp32."""
     pid = tl.program_id(0)
@@ -137,52 +159,74 @@ def fused_stage1_kernel(
     col_ok = cols < V
     rows64 = rows.to(tl.int64)
     cols64 = cols.to(tl.int64)
-    acc = tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.float32)
-    for k in range(0, D, BLOCK_SIZE_D):
-        ks = k + tl.arange(0, BLOCK_SIZE_D)
-        k_ok = ks < D
-        h = tl.load(
-            h_ptr + rows64[:, None] * stride_hb + ks[None, :] * stride_hd,
-            mask=row_ok[:, None] & k_ok[None, :],
-            other=0.0,
-        )
-        w = tl.load(
-            w_ptr + cols64[None, :] * stride_wv + ks[:, None] * stride_wd,
-            mask=k_ok[:, None] & col_ok[None, :],
-            other=0.0,
-        )
-        if UPCAST:
-            h = h.to(tl.float32)
-            w = w.to(tl.float32)
-        acc = tl.dot(h, w, acc, input_precision=INPUT_PRECISION)
+    if SWAP_AB:
+        # acc^T = W_tile @ h_tile^T: the vocabulary tile is the MMA's M dimension (64 per warp
+        # group), the rows its N dimension, which suits small row tiles.
+        acc_t = tl.zeros([BLOCK_SIZE_V, BLOCK_SIZE_B], dtype=tl.float32)
+        for k in range(0, D, BLOCK_SIZE_D):
+            ks = k + tl.arange(0, BLOCK_SIZE_D)
+            k_ok = ks < D
+            w = tl.load(
+                w_ptr + cols64[:, None] * stride_wv + ks[None, :] * stride_wd,
+                mask=col_ok[:, None] & k_ok[None, :],
+                other=0.0,
+            )
+            h = tl.load(
+                h_ptr + rows64[None, :] * stride_hb + ks[:, None] * stride_hd,
+                mask=k_ok[:, None] & row_ok[None, :],
+                other=0.0,
+            )
+            if UPCAST:
+                h = h.to(tl.float32)
+                w = w.to(tl.float32)
+            acc_t = tl.dot(w, h, acc_t, input_precision=INPUT_PRECISION)
+        acc = tl.trans(acc_t)
+    else:
+        acc = tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.float32)
+        for k in range(0, D, BLOCK_SIZE_D):
+            ks = k + tl.arange(0, BLOCK_SIZE_D)
+            k_ok = ks < D
+            h = tl.load(
+                h_ptr + rows64[:, None] * stride_hb + ks[None, :] * stride_hd,
+                mask=row_ok[:, None] & k_ok[None, :],
+                other=0.0,
+            )
+            w = tl.load(
+                w_ptr + cols64[None, :] * stride_wv + ks[:, None] * stride_wd,
+                mask=k_ok[:, None] & col_ok[None, :],
+                other=0.0,
+            )
+            if UPCAST:
+                h = h.to(tl.float32)
+                w = w.to(tl.float32)
+            acc = tl.dot(h, w, acc, input_precision=INPUT_PRECISION)
     inv_temp = tl.load(inv_temp_ptr + rows64, mask=row_ok, other=1.0)
-    perturb_select_store(
-        acc,
-        rows,
-        cols,
-        col_offset,
-        row_ok,
-        col_ok,
-        inv_temp,
-        seed_lo.to(tl.uint32),
-        seed_hi.to(tl.uint32),
-        num_samples,
-        pid_v,
-        num_v_tiles,
-        part_max_ptr,
-        part_key_ptr,
-        part_idx_ptr,
-        flag_ptr,
-        lse_ptr,
-        BLOCK_SIZE_B,
-        BLOCK_SIZE_V,
-        False,
-        N_ROUNDS,
-        RETURN_LSE,
-        PAIRED,
-        NOISE,
-        EPILOGUE_SPLITS,
-    )
+    if EPILOGUE_V == 0:
+        perturb_select_store(
+            acc, rows, cols, col_offset, row_ok, col_ok, inv_temp, seed_lo.to(tl.uint32), seed_hi.to(tl.uint32),
+            num_samples, pid_v, num_v_tiles, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
+            BLOCK_SIZE_B, BLOCK_SIZE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,
+        )  # fmt: skip
+    else:
+        # Stage the tile through this program's scratch slot (it stays in L2) and run the epilogue
+        # on EPILOGUE_V-wide chunks, each its own candidate: chunk c of tile pid_v is candidate
+        # pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c of num_chunks.
+        slot = scratch_ptr + pid.to(tl.int64) * (BLOCK_SIZE_B * BLOCK_SIZE_V)
+        r_loc = tl.arange(0, BLOCK_SIZE_B)[:, None] * BLOCK_SIZE_V
+        tl.store(slot + r_loc + tl.arange(0, BLOCK_SIZE_V)[None, :], acc)
+        tl.debug_barrier()
+        num_chunks = tl.cdiv(V, EPILOGUE_V)
+        for c in range(0, BLOCK_SIZE_V // EPILOGUE_V):
+            c_loc = c * EPILOGUE_V + tl.arange(0, EPILOGUE_V)
+            z = tl.load(slot + r_loc + c_loc[None, :])
+            chunk = pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c
+            ccols = pid_v * BLOCK_SIZE_V + c_loc
+            perturb_select_store(
+                z, rows, ccols, col_offset, row_ok & (chunk < num_chunks), ccols < V, inv_temp,
+                seed_lo.to(tl.uint32), seed_hi.to(tl.uint32), num_samples, chunk, num_chunks,
+                part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
+                BLOCK_SIZE_B, EPILOGUE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,
+            )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset", "num_samples"])
@@ -208,7 +252,6 @@ def logits_stage1_kernel(
     RETURN_LSE: tl.constexpr,
     PAIRED: tl.constexpr,
     NOISE: tl.constexpr,
-    EPILOGUE_SPLITS: tl.constexpr,
 ):
     """``(B,V)`` logits -> per tile argmax_V(z * (1/T) + G); ``-inf`` logits are masked tokens."""
     pid = tl.program_id(0)
@@ -253,7 +296,6 @@ def logits_stage1_kernel(
         RETURN_LSE,
         PAIRED,
         NOISE,
-        EPILOGUE_SPLITS,
     )
 
 
@@ -283,18 +325,21 @@ def launch_fused_stage1(
     """
     B, D = hidden.shape
     V = weight.shape[0]
-    T = triton.cdiv(V, tiles.block_v)
+    T = triton.cdiv(V, tiles.candidate_v)
     parts = allocate_partials(B, num_samples, T, hidden.device, return_lse)
-    grid = (triton.cdiv(B, tiles.block_b) * T,)
+    grid = (triton.cdiv(B, tiles.block_b) * triton.cdiv(V, tiles.block_v),)
+    # The staged epilogue's scratch: one fp32 tile per program (B_pad * V_pad * 4 bytes).
+    scratch_numel = grid[0] * tiles.block_b * tiles.block_v if tiles.epilogue_v else 1
+    scratch = torch.empty(scratch_numel, dtype=torch.float32, device=hidden.device)
     upcast = UPCAST_DOT or hidden.dtype == torch.float32 or weight.dtype == torch.float32
     kernel = fused_stage1_kernel[grid](
-        hidden, weight, inv_temp, *parts,
+        hidden, weight, inv_temp, *parts, scratch,
         B, V, D, col_offset, num_samples, seed_lo, seed_hi,
         hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
         BLOCK_SIZE_B=tiles.block_b, BLOCK_SIZE_V=tiles.block_v, BLOCK_SIZE_D=tiles.block_d,
         UPCAST=upcast, INPUT_PRECISION="ieee" if upcast else "tf32", N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
-        PAIRED=col_offset % 2 == 0, NOISE=noise, EPILOGUE_SPLITS=tiles.epilogue_splits,
-        num_warps=tiles.num_warps, num_stages=tiles.num_stages,
+        PAIRED=col_offset % 2 == 0, NOISE=noise, EPILOGUE_V=tiles.epilogue_v,
+        SWAP_AB=tiles.swap_ab, num_warps=tiles.num_warps, num_stages=tiles.num_stages,
     )  # fmt: skip
     if compiled is not None:
         compiled.append(kernel)
@@ -316,6 +361,6 @@ def launch_logits_stage1(
         B, V, col_offset, num_samples, seed_lo, seed_hi,
         logits.stride(0), logits.stride(1),
         BLOCK_SIZE_B=block_b, BLOCK_SIZE_V=block_v, N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
-        PAIRED=col_offset % 2 == 0, NOISE=noise, EPILOGUE_SPLITS=0,
+        PAIRED=col_offset % 2 == 0, NOISE=noise,
     )  # fmt: skip
     return parts

@@ -14,9 +14,7 @@ Cost per token: one Philox block serves two tokens (``PAIRED``: the tile starts 
 so its even and odd columns are split apart and each half takes two of the block's four words);
 the tie-break keys (:func:`~flashsampling.noise.tie_key`, their own Philox stream) are evaluated
 for the whole tile only when some row has an exact float32 tie at its maximum, and otherwise once
-per row for the winner.  With ``EPILOGUE_SPLITS = s`` the tile is perturbed and reduced in
-``2**s`` column chunks one after the other, which keeps wide tiles (needed at large B, where every
-tile re-reads its rows of ``h`` from L2) from spilling registers.  ``NOISE=False`` drops the noise
+per row for the winner.  ``NOISE=False`` drops the noise
 (the greedy argmax), for benchmarks that separate the noise's cost from the matmul's.
 
 The same pass raises per-(row, tile) flags: bit 1 for a NaN or +inf logit (or -inf where
@@ -64,7 +62,6 @@ def perturb_select_store(
     RETURN_LSE: tl.constexpr,
     PAIRED: tl.constexpr,
     NOISE: tl.constexpr,
-    EPILOGUE_SPLITS: tl.constexpr,
 ):
     """``(B_tile, V_tile)`` fp32 logits -> per (row, sample) the tile's max score, its key and its index."""
     valid = row_ok[:, None] & col_ok[None, :]
@@ -100,80 +97,13 @@ def perturb_select_store(
     u_rows = rows.to(tl.uint32)
     for smp in range(0, num_samples):
         c_smp = (tl.zeros([1, 1], dtype=tl.int32) + smp).to(tl.uint32)
-        # With EPILOGUE_SPLITS > 0 the chunks run one after the other (fewer live Philox words per
-        # thread, so wide tiles do not spill) and combine like tiles, by (max, key).
-        if EPILOGUE_SPLITS == 0:
-            m, idx, key = select_chunk(
-                base, noisy, u_rows, c_smp, tile_start, k0, k1, BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, PAIRED, NOISE
-            )
-        elif EPILOGUE_SPLITS == 1:
-            m, idx, key = select_halves(
-                base, noisy, u_rows, c_smp, tile_start, k0, k1, BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, PAIRED, NOISE
-            )
-        else:
-            left, right = halves(base, BLOCK_SIZE_B, BLOCK_SIZE_V)
-            m, idx, key = select_halves(
-                left, noisy, u_rows, c_smp, tile_start, k0, k1, BLOCK_SIZE_B, BLOCK_SIZE_V // 2, N_ROUNDS, PAIRED, NOISE
-            )
-            right_start = tile_start + BLOCK_SIZE_V // 2
-            m2, idx2, key2 = select_halves(
-                right,
-                noisy,
-                u_rows,
-                c_smp,
-                right_start,
-                k0,
-                k1,
-                BLOCK_SIZE_B,
-                BLOCK_SIZE_V // 2,
-                N_ROUNDS,
-                PAIRED,
-                NOISE,
-            )
-            m, idx, key = better_of(m, idx, key, m2, idx2, key2)
+        m, idx, key = select_chunk(
+            base, noisy, u_rows, c_smp, tile_start, k0, k1, BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, PAIRED, NOISE
+        )
         off = (rows64 * num_samples + smp) * num_v_tiles + pid_v
         tl.store(part_max_ptr + off, m, mask=row_ok)
         tl.store(part_key_ptr + off, key.to(tl.int64), mask=row_ok)
         tl.store(part_idx_ptr + off, idx, mask=row_ok)
-
-
-@device_function
-def halves(x, BLOCK_SIZE_B: tl.constexpr, WIDTH: tl.constexpr):
-    """``x[:, :WIDTH // 2], x[:, WIDTH // 2:]`` of a ``[BLOCK_SIZE_B, WIDTH]`` register tile."""
-    return tl.split(tl.permute(tl.reshape(x, [BLOCK_SIZE_B, 2, WIDTH // 2]), (0, 2, 1)))
-
-
-@device_function
-def select_halves(
-    base,
-    noisy,
-    u_rows,
-    c_smp,
-    start,
-    k0,
-    k1,
-    BLOCK_SIZE_B: tl.constexpr,
-    WIDTH: tl.constexpr,
-    N_ROUNDS: tl.constexpr,
-    PAIRED: tl.constexpr,
-    NOISE: tl.constexpr,
-):
-    """:func:`select_chunk` on the two column halves of ``base``, one after the other, combined."""
-    left, right = halves(base, BLOCK_SIZE_B, WIDTH)
-    m, idx, key = select_chunk(
-        left, noisy, u_rows, c_smp, start, k0, k1, BLOCK_SIZE_B, WIDTH // 2, N_ROUNDS, PAIRED, NOISE
-    )
-    m2, idx2, key2 = select_chunk(
-        right, noisy, u_rows, c_smp, start + WIDTH // 2, k0, k1, BLOCK_SIZE_B, WIDTH // 2, N_ROUNDS, PAIRED, NOISE
-    )
-    return better_of(m, idx, key, m2, idx2, key2)
-
-
-@device_function
-def better_of(m, idx, key, m2, idx2, key2):
-    """The lexicographic maximum of two candidates ``(max, key, index)`` (a row with no mass keeps the first)."""
-    take = (m2 > m) | ((m2 == m) & (m2 > float("-inf")) & (key2 > key))
-    return tl.where(take, m2, m), tl.where(take, idx2, idx), tl.where(take, key2, key)
 
 
 @device_function
