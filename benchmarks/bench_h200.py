@@ -14,6 +14,8 @@ For every shape ``(V, D)`` and batch size ``B`` it times, with ``triton.testing.
 ``exponential_race``        matmul + ``argmax(p / E)``, ``E ~ Exp(1)`` (vLLM's torch sampler)
 ``gumbel_compiled``         matmul + ``argmax(z / T - log(-log U))`` under ``torch.compile``
 ``flashinfer``              matmul + ``flashinfer.sampling.sampling_from_logits`` (if importable)
+``fused_graph``             ``fused`` replayed from a CUDA graph (no Python or launch overhead)
+``matmul_graph``            ``matmul`` replayed from a CUDA graph
 ==========================  ===================================================================
 
 and the floor ``(V*D*2 + B*D*2 + B*8) / copy bandwidth``, the bandwidth measured in the same run.
@@ -62,6 +64,20 @@ def load_flashinfer():
 
 def bench(fn) -> float:
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def graphed(fn):
+    """``fn`` captured in a CUDA graph; returns the replay (no Python or launch overhead)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
 
 
 def peak_extra_mb(fn) -> float:
@@ -118,7 +134,10 @@ def main() -> None:
             h = torch.randn(B, D, device="cuda", generator=gen).to(torch.bfloat16)
             temps = 0.5 + torch.rand(B, device="cuda", generator=gen)
             r = {"V": V, "D": D, "B": B, "floor_ms": (V * D * 2 + B * D * 2 + B * 8) / (bw * 1e9) * 1e3}
-            for name, fn in methods(h, w, temps, fi_sample).items():
+            ms = methods(h, w, temps, fi_sample)
+            ms["fused_graph"] = graphed(ms["fused"])
+            ms["matmul_graph"] = graphed(ms["matmul"])
+            for name, fn in ms.items():
                 try:
                     r[f"{name}_ms"] = bench(fn)
                 except Exception as e:  # noqa: BLE001 - record and go on

@@ -146,7 +146,8 @@ def check_temperature(temperature, batch: int, device: torch.device, *, host_che
     inv = (1.0 / t32) if t > 0 else torch.zeros((), dtype=torch.float32)
     if t > 0 and not bool(torch.isfinite(inv)):
         raise ValueError(f"temperature={temperature} is too small: 1/temperature overflows float32; use 0 for greedy")
-    return inv.to(device).expand(batch).contiguous(), t == 0
+    # torch.full launches a fill (no host-to-device copy, which would wait for the stream).
+    return torch.full((batch,), float(inv), dtype=torch.float32, device=device), t == 0
 
 
 def raise_on_kernel_flags(flags: torch.Tensor, what: str) -> None:
