@@ -4,26 +4,31 @@ The random-number contract
 --------------------------
 A *seed* is an integer in ``[0, 2**64)``.  The noise of one (seed, row, vocabulary index, sample)
 is a pure function of those four numbers and of nothing else (not of tile shapes, grid size,
-launch layout, shard layout or world size)::
+launch layout, shard layout or world size).  Philox4x32-10 maps a 128-bit counter and the key
+``(seed_lo, seed_hi)`` to four 32-bit words::
 
-    (w0, w1, w2, w3) = Philox4x32-10(counter=(index, row, sample, stream), key=(seed_lo, seed_hi))
+    (w0, w1, w2, w3) = Philox4x32-10(counter=(c, row, sample, stream), key=(seed_lo, seed_hi))
 
-with ``index`` the *global* vocabulary index, ``row`` the row of the batch, ``sample`` the sample
-number and ``stream`` a tag (``STREAM_TOKEN = 0`` for the token noise, ``STREAM_GROUP = 1`` for the
-noise that picks a group in the grouped variants, ``STREAM_ONLINE = 2`` for the coin of the online
-variant's binary merge).  Philox is a bijection of the 128-bit counter
-for a fixed key, so no two distinct (row, index, sample, stream) of one seed share a block; seeds
-``s`` and ``s + 1`` are different keys, so their streams do not overlap.  Limits: index, row and
-sample each below ``2**32``.
+``stream`` is a tag: ``STREAM_TOKEN = 0`` for the token noise, ``STREAM_GROUP = 1`` for the noise
+that picks a group in the grouped variants, ``STREAM_ONLINE = 2`` for the coin of the online
+variant's binary merge, ``STREAM_TIE = 3`` for the tie-break keys.  Philox is a bijection of the
+128-bit counter for a fixed key, so no two distinct counters of one seed share a block; seeds ``s``
+and ``s + 1`` are different keys, so their streams do not overlap.  Limits: index, row and sample
+each below ``2**32``.
 
-From the words we build:
-
-* a 64-bit integer ``k = w1 * 2**32 + w0``, uniform on ``[0, 2**64)``;
-* the exponential variate ``E = -log(U)`` with ``U = (k + 1/2) / 2**64`` in ``(0, 1)``, computed
-  from the side of ``U`` where floating point is accurate (see :func:`exponential_from_bits`);
-* the Gumbel variate ``G = -log(E)``;
-* a tie-break key ``w2``: among exactly equal float32 scores the one with the larger ``w2 | 1`` wins,
-  so exact ties are broken uniformly at random instead of towards the lower index.
+* **Token noise.** Tokens ``2p`` and ``2p + 1`` share the block with counter
+  ``(p, row, sample, STREAM_TOKEN)``: the even token takes ``(w0, w1)``, the odd one ``(w2, w3)``
+  (all 128 bits used, one block per two tokens).  From its two words a token builds the 64-bit
+  integer ``k = w_hi * 2**32 + w_lo``, uniform on ``[0, 2**64)``, the exponential variate
+  ``E = -log(U)`` with ``U = (k + 1/2) / 2**64`` in ``(0, 1)``, computed from the side of ``U``
+  where floating point is accurate (:func:`exponential_from_bits`), and the Gumbel variate
+  ``G = -log(E)``.
+* **Tie-break key.** ``K = w0 | 1`` of the block ``(index, row, sample, STREAM_TIE)``: among
+  exactly equal float32 scores the larger key wins, so exact ties are broken uniformly at random
+  instead of towards the lower index.  The kernel evaluates keys only where they matter (for a
+  whole tile when a row has an exact tie at its maximum, otherwise for the winner alone).
+* **Group and coin noise** (streams 1 and 2): one block per counter, ``G`` from ``(w0, w1)`` and
+  key ``w2``.
 
 ``G`` lies in ``[-log(45.06), 65 log 2] = [-3.81, 45.06]``: never +inf, -inf or NaN.  The largest
 noise value, 45.06 nats, is reached when ``k`` is 0 or ``2**64 - 1``; public samplers built on
@@ -32,8 +37,8 @@ noise value, 45.06 nats, is reached when ``k`` is 0 or ``2**64 - 1``; public sam
 Float32 arithmetic, and the twin
 --------------------------------
 The kernel computes ``E`` and ``G`` in float32 with the operation order written in
-:func:`exponential_from_bits`.  The NumPy twin (:func:`philox4x32_np`, :func:`gumbel_np`)
-computes the same 32-bit integers bit for bit and the same float32 operations in the same order.
+:func:`exponential_from_bits`.  The NumPy twin (:func:`philox4x32_np`, :func:`gumbel_from_bits_np`,
+:func:`token_noise_np`) computes the same 32-bit integers bit for bit and the same float32 operations in the same order.
 In the Triton interpreter both run through NumPy and agree bit for bit; compiled on a GPU, ``log``
 may differ from NumPy's in the last unit in the last place, so the documented bound is
 ``|G_kernel - G_twin| <= NOISE_ABS_TOL + NOISE_REL_TOL * |G_twin|`` (measured on the H200: see
@@ -43,8 +48,8 @@ References
 ----------
 J. K. Salmon, M. A. Moraes, R. O. Dror, D. E. Shaw, "Parallel random numbers: as easy as 1, 2,
 3", SC 2011 (Philox4x32-10, its constants and known-answer vectors).
-D. Goldberg, "What every computer scientist should know about floating-point arithmetic",
-ACM Computing Surveys 23(1), 1991, Theorem 4 (accurate ``log1p`` from ``log``).
+T. J. Dekker, "A floating-point technique for extending the available precision", Numerische
+Mathematik 18, 1971 (Fast2Sum: the rounding error of ``1 - x`` is exact).
 """
 
 from __future__ import annotations

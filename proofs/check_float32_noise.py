@@ -90,7 +90,7 @@ def adversarial_keys() -> np.ndarray:
     ``2**64 - 1`` included); within 5 of ``2**63`` (where the branches meet); high words at float32
     rounding ties (``2**e + 1``, ``2**e + 3``, ``2**e - 1`` for ``e = 24..31``) with low words
     ``0, 1, 2**31, 2**32 - 2, 2**32 - 1``; and ``1 - U`` near ``2**-25``, where ``1 - X`` rounds to 1
-    and the Goldberg formula hands over to ``E = X``.
+    and ``E = X`` takes over.
     """
     ks: set[int] = set()
     top = (1 << 64) - 1
