@@ -31,35 +31,28 @@ from flashsampling._validate import check_temperature  # noqa: E402
 from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
 from flashsampling.kernels.reduce import reduce_tiles  # noqa: E402
 
-# (block_b, block_v, block_d, num_warps, num_stages, epilogue_v, swap_ab)
+# (block_b, block_v, block_d, num_warps, num_stages, epilogue_v, swap_ab).  Earlier candidate lists
+# are recorded in results/tile_sweep_h200_*.json.
 SMALL = [(16, 64, 256, 4, 3, 0, 0), (16, 128, 256, 4, 3, 32, 0), (16, 128, 128, 4, 4, 0, 0)]
 CONFIGS = {
     1: SMALL,
     4: SMALL,
     16: SMALL,
     32: [(32, 64, 128, 4, 4, 0, 0), (32, 128, 128, 4, 3, 32, 0), (32, 256, 64, 4, 3, 32, 0)],
-    64: [
-        (64, 64, 128, 4, 3, 0, 0),
-        (64, 128, 64, 4, 4, 32, 0),
-        (64, 256, 64, 8, 3, 32, 0),
-        (64, 128, 128, 4, 3, 32, 0),
-        (64, 256, 64, 8, 3, 64, 0),
-    ],
+    64: [(64, 64, 128, 4, 3, 0, 0), (64, 128, 64, 4, 4, 32, 0)],
+    # v5: 4-warp tiles with 2 stages (two programs per SM: one's epilogue under the other's matmul).
     128: [
         (64, 64, 64, 4, 4, 0, 0),
+        (64, 256, 64, 4, 2, 32, 0),
+        (128, 128, 64, 4, 3, 32, 0),
         (128, 256, 64, 8, 3, 32, 0),
-        (128, 256, 64, 8, 3, 64, 0),
-        (128, 128, 64, 8, 3, 32, 0),
-        (64, 256, 64, 8, 3, 32, 0),
-        (128, 256, 64, 8, 3, 16, 0),
     ],
     256: [
-        (64, 64, 64, 4, 4, 0, 0),
         (128, 256, 64, 8, 3, 32, 0),
-        (128, 256, 64, 8, 3, 64, 0),
-        (128, 128, 64, 8, 3, 32, 0),
-        (256, 128, 64, 8, 3, 32, 0),
-        (128, 256, 64, 8, 3, 16, 0),
+        (64, 256, 64, 4, 2, 32, 0),
+        (128, 128, 64, 4, 3, 32, 0),
+        (256, 128, 64, 8, 2, 32, 0),
+        (128, 256, 64, 8, 2, 32, 0),
     ],
 }
 #: Plain Triton matmuls (fp32 logits stored, no epilogue), to tell the epilogue's cost from the MMA's.

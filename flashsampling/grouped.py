@@ -450,7 +450,7 @@ def local_samples_np(
         per = max(1, _CHUNK_ELEMENTS // m)
         for i0 in range(0, who.size, per):
             w = who[i0 : i0 + per]
-            g, key = token_noise_np(seed, row, cols, w.astype(np.uint32)[:, None], STREAM_TOKEN)
+            g, key = token_noise_np(seed, row, cols, w.astype(np.uint32)[:, None], STREAM_TOKEN, lazy_keys=True)
             with np.errstate(over="ignore", invalid="ignore"):
                 sc = (zc * inv32 + g).astype(np.float32)
             out[w] = a + select(sc, key)

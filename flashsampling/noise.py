@@ -230,8 +230,30 @@ def tie_key_np(seed: int, row, index, sample) -> np.ndarray:
     return w0 | np.uint32(1)
 
 
-def token_noise_np(seed: int, row, index, sample, stream: int = STREAM_TOKEN):
+class TieKeys:
+    """The tie-break keys of a broadcast block of tokens, computed when first converted to an array.
+
+    Exact float32 ties are rare among sampled rows, so the twin's :func:`~flashsampling.twin.select`
+    asks for the keys only when a row has one; ``np.asarray(keys)`` gives :func:`tie_key_np`'s array.
+    """
+
+    def __init__(self, seed: int, row, index, sample) -> None:
+        self._args = (seed, row, index, sample)
+        self._keys: np.ndarray | None = None
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        if self._keys is None:
+            self._keys = tie_key_np(*self._args)
+        return self._keys if dtype is None else self._keys.astype(dtype)
+
+    def __getitem__(self, item) -> np.ndarray:
+        return np.asarray(self)[item]
+
+
+def token_noise_np(seed: int, row, index, sample, stream: int = STREAM_TOKEN, *, lazy_keys: bool = False):
     """NumPy twin of the kernels' noise: ``(G float32, key uint32)`` broadcast over the counters.
+
+    ``lazy_keys=True`` returns the token stream's keys as a :class:`TieKeys` (evaluated on demand).
 
     ``stream == STREAM_TOKEN`` (the token noise): ``G`` from the words of block
     ``(index >> 1, row, sample, STREAM_TOKEN)`` that belong to ``index`` (``(w0, w1)`` for an even
@@ -244,10 +266,25 @@ def token_noise_np(seed: int, row, index, sample, stream: int = STREAM_TOKEN):
         w0, w1, w2, _ = philox4x32_np(index, row, sample, stream, k0, k1)
         return gumbel_from_bits_np(w0, w1), w2
     index = np.asarray(index, dtype=np.uint32)
-    w0, w1, w2, w3 = philox4x32_np(index >> np.uint32(1), row, sample, STREAM_TOKEN, k0, k1)
-    odd = (index & np.uint32(1)) == 1
-    g = gumbel_from_bits_np(np.where(odd, w2, w0), np.where(odd, w3, w1))
-    return g, tie_key_np(seed, row, index, sample)
+    flat = index.ravel()
+    if (
+        index.ndim
+        and index.size == index.shape[-1] > 1
+        and index.size % 2 == 0
+        and flat[0] % 2 == 0
+        and (np.all(np.diff(flat.astype(np.int64)) == 1))
+    ):
+        # A run of whole pairs along the last axis (the twin's usual call): one block per pair, as the kernel.
+        pairs = (flat[0::2] >> np.uint32(1)).reshape(index.shape[:-1] + (index.size // 2,))
+        w0, w1, w2, w3 = philox4x32_np(pairs, row, sample, STREAM_TOKEN, k0, k1)
+        both = np.stack([gumbel_from_bits_np(w0, w1), gumbel_from_bits_np(w2, w3)], axis=-1)
+        g = both.reshape(both.shape[:-2] + (index.size,))
+    else:
+        w0, w1, w2, w3 = philox4x32_np(index >> np.uint32(1), row, sample, STREAM_TOKEN, k0, k1)
+        odd = (index & np.uint32(1)) == 1
+        g = gumbel_from_bits_np(np.where(odd, w2, w0), np.where(odd, w3, w1))
+    keys = TieKeys(seed, row, index, sample)
+    return g, keys if lazy_keys else np.asarray(keys)
 
 
 def exponential_exact(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:

@@ -27,13 +27,16 @@ def inverse_temperature32(temperature, num_rows: int) -> np.ndarray:
 def select(scores: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Row-wise argmax of ``scores`` with exact ties broken by the larger ``keys | 1`` (uint32).
 
-    As in the kernel: a candidate's key is its tie-break key (odd) and a non-candidate's 0; equal
+    ``keys`` is an array or a :class:`~flashsampling.noise.TieKeys`, converted only when some row has
+    an exact tie.  As in the kernel: a candidate's key is its tie-break key (odd) and a non-candidate's 0; equal
     keys (probability ``2**-31`` per tied pair) fall to the lower index.  A row whose scores are all
     ``-inf`` (no mass) returns its first index, as the kernel does.
     """
     m = scores.max(axis=-1, keepdims=True)
     hit = (scores == m) & (m > -np.inf)
-    k = np.where(hit, keys | np.uint32(1), np.uint32(0))
+    if not (hit.sum(axis=-1) > 1).any():  # no exact tie: the keys are not needed (nor evaluated)
+        return np.argmax(hit, axis=-1)
+    k = np.where(hit, np.asarray(keys) | np.uint32(1), np.uint32(0))
     return np.argmax(k, axis=-1)
 
 
@@ -78,7 +81,7 @@ def sample_twin(
         for r0 in range(0, b, rows_per_chunk):
             r1 = min(b, r0 + rows_per_chunk)
             rows = np.arange(row_offset + r0, row_offset + r1, dtype=np.uint32)[:, None]
-            g, key = token_noise_np(seed, rows, cols, sample_offset + s, STREAM_TOKEN)
+            g, key = token_noise_np(seed, rows, cols, sample_offset + s, STREAM_TOKEN, lazy_keys=True)
             zz = z[r0:r1]
             ii = inv[r0:r1]
             with np.errstate(over="ignore", invalid="ignore"):
@@ -104,7 +107,7 @@ def sample_twin_many(
     for s0 in range(0, num_samples, per):
         s1 = min(num_samples, s0 + per)
         smp = np.arange(s0, s1, dtype=np.uint32)[:, None]
-        g, key = token_noise_np(seed, 0, cols, smp, STREAM_TOKEN)
+        g, key = token_noise_np(seed, 0, cols, smp, STREAM_TOKEN, lazy_keys=True)
         with np.errstate(over="ignore", invalid="ignore"):
             sc = z if inv == 0 else (z * inv + g).astype(np.float32)
         if inv == 0:

@@ -160,3 +160,22 @@ def test_noise_is_gumbel():
     g, _ = token_noise_np(3, np.arange(1000, dtype=np.uint32)[:, None], np.arange(1000, dtype=np.uint32)[None, :], 0)
     res = stats.kstest(g.ravel().astype(np.float64), stats.gumbel_r.cdf)
     assert res.pvalue > 1e-6, res
+
+
+@pytest.mark.parametrize("start, stop", [(0, 10), (4, 12), (3, 11), (0, 7), (6, 7)])
+def test_twin_pair_fast_path_equals_per_token_path(start, stop):
+    """The twin computes one block per pair for a run of whole pairs and one per token otherwise:
+    the same noise either way, and lazy keys equal eager ones."""
+    from flashsampling.noise import STREAM_TOKEN, gumbel_from_bits_np
+
+    seed, rows = 99, np.arange(3, dtype=np.uint32)[:, None]
+    idx = np.arange(start, stop, dtype=np.uint32)[None, :]
+    g, key = token_noise_np(seed, rows, idx, 5)
+    g_lazy, key_lazy = token_noise_np(seed, rows, idx, 5, lazy_keys=True)
+    k0, k1 = split_seed(seed)
+    w0, w1, w2, w3 = philox4x32_np(idx >> np.uint32(1), rows, 5, STREAM_TOKEN, k0, k1)
+    odd = (idx & np.uint32(1)) == 1
+    expect = gumbel_from_bits_np(np.where(odd, w2, w0), np.where(odd, w3, w1))
+    np.testing.assert_array_equal(g.view(np.uint32), expect.view(np.uint32))
+    np.testing.assert_array_equal(g_lazy.view(np.uint32), expect.view(np.uint32))
+    np.testing.assert_array_equal(np.asarray(key_lazy), key)

@@ -135,13 +135,14 @@ def select_chunk(
         else:
             s_even = b_even
             s_odd = b_odd
-        m_even = tl.max(s_even, axis=1)
-        m_odd = tl.max(s_odd, axis=1)
+        # One reduction gives each half's max and its first index; one more counts the top's copies.
+        m_even, j_even = tl.max(s_even, axis=1, return_indices=True)
+        m_odd, j_odd = tl.max(s_odd, axis=1, return_indices=True)
         m = tl.maximum(m_even, m_odd)
-        pos = tl.where(m_even >= m_odd, 2 * tl.argmax(s_even, axis=1), 2 * tl.argmax(s_odd, axis=1) + 1)
+        pos = tl.where(m_even >= m_odd, 2 * j_even, 2 * j_odd + 1)
         hit_even = (s_even == m[:, None]) & (m > float("-inf"))[:, None]
         hit_odd = (s_odd == m[:, None]) & (m > float("-inf"))[:, None]
-        n_hit = tl.sum(hit_even.to(tl.int32), axis=1) + tl.sum(hit_odd.to(tl.int32), axis=1)
+        n_hit = tl.sum(hit_even.to(tl.int32) + hit_odd.to(tl.int32), axis=1)
         if tl.max(n_hit, axis=0) > 1:
             # An exact float32 tie at the top (rare): the larger tie-break key wins.
             even_idx = (chunk_start + 2 * tl.arange(0, WIDTH // 2)).to(tl.uint32)[None, :]
@@ -159,8 +160,7 @@ def select_chunk(
             score = tl.where(noisy, base + g, base)
         else:
             score = base
-        m = tl.max(score, axis=1)
-        pos = tl.argmax(score, axis=1)
+        m, pos = tl.max(score, axis=1, return_indices=True)
         hit = (score == m[:, None]) & (m > float("-inf"))[:, None]
         n_hit = tl.sum(hit.to(tl.int32), axis=1)
         if tl.max(n_hit, axis=0) > 1:
