@@ -168,3 +168,35 @@ def test_default_tiles_fit_every_dtype(batch, dtype, device):
     w = torch.randn(200, 320, generator=g).to(dtype).to(device)
     tok = flashsampling.sample(h, w, seed=4)
     assert tok.shape == (batch, 1) and int(tok.max()) < 200
+
+
+@pytest.mark.parametrize(
+    "kwargs, msg",
+    [
+        ({"block_v": 48}, "block_v=48"),
+        ({"block_b": 8}, "block_b=8"),
+        ({"block_v": 64, "epilogue_v": 24}, "epilogue_v=24"),
+        ({"block_v": 64, "epilogue_v": 128}, "epilogue_v=128"),
+        ({"block_v": 64, "epilogue_v": 8}, "epilogue_v=8"),
+    ],
+)
+def test_tile_config_rejects(kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        flashsampling.TileConfig(**kwargs)
+
+
+def test_staged_epilogue_candidates_per_chunk(device):
+    """With epilogue_v, stage 1 writes one candidate per chunk: the grouped variant's groups are the
+    chunks, and the fused tokens equal those of the plain epilogue."""
+    from flashsampling.grouped import grouped_partials
+
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(3, 32, generator=g).to(torch.float16).to(device)
+    w = torch.randn(200, 32, generator=g).to(torch.float16).to(device)
+    staged = flashsampling.TileConfig(16, 64, 16, epilogue_v=16)
+    assert staged.candidate_v == 16 and flashsampling.TileConfig(16, 64, 16).candidate_v == 64
+    inv = torch.ones(3, device=h.device)
+    p = grouped_partials(h, w, inv, 1, 2, 2, tiles=staged)
+    assert p.starts.cpu().tolist() == list(range(0, 200, 16))
+    plain = flashsampling.sample(h, w, seed=8, num_samples=3, tiles=flashsampling.TileConfig(16, 64, 16))
+    assert torch.equal(flashsampling.sample(h, w, seed=8, num_samples=3, tiles=staged), plain)
