@@ -31,8 +31,8 @@ from flashsampling._validate import check_temperature  # noqa: E402
 from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
 from flashsampling.kernels.reduce import reduce_tiles  # noqa: E402
 
-# (block_b, block_v, block_d, num_warps, num_stages, epilogue_v, swap_ab).  Earlier candidate lists
-# are recorded in results/tile_sweep_h200_*.json.
+# (block_b, block_v, block_d, num_warps, num_stages, epilogue_v); a seventh entry 0 is the removed
+# swap_ab option (always 0 here).  Earlier candidate lists are recorded in results/tile_sweep_h200_*.json.
 SMALL = [(16, 64, 256, 4, 3, 0, 0), (16, 128, 256, 4, 3, 32, 0), (16, 128, 128, 4, 4, 0, 0)]
 CONFIGS = {
     1: SMALL,
@@ -123,7 +123,7 @@ def main() -> None:
             del z
         best = None
         for cfg in CONFIGS[B]:
-            t = TileConfig(*cfg)
+            t = TileConfig(*cfg[:6])
             compiled: list = []
             try:
                 run(t, compiled=compiled)
@@ -138,7 +138,7 @@ def main() -> None:
                 best = r
         if best is None:
             continue
-        t = TileConfig(*best["config"])
+        t = TileConfig(*best["config"][:6])
         row = {"B": B, "config": best["config"], "matmul_ms": mm}
         row["default"] = list(vars(default_tiles(B, V, D)).values())
         row["full_ms"] = bench(lambda t=t: run(t))

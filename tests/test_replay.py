@@ -31,8 +31,8 @@ SHAPES = [  # (B, V, D): V < tile, V not a multiple of the tile, B > row tile, D
 TILES = [
     TileConfig(16, 16, 16),
     TileConfig(16, 64, 32, epilogue_v=16),
-    TileConfig(32, 128, 64, epilogue_v=32, swap_ab=True),
-    TileConfig(16, 32, 16, swap_ab=True),
+    TileConfig(32, 128, 64, epilogue_v=32),
+    TileConfig(16, 32, 16),
 ]
 
 

@@ -54,8 +54,6 @@ class TileConfig:
     #: is staged through a per-program scratch slot and the epilogue runs on ``epilogue_v``-wide
     #: column chunks, one candidate per chunk (wide matmul tiles, epilogue without spills).
     epilogue_v: int = 0
-    #: Compute the tile as ``(W_tile @ h_tile.T).T``: the vocabulary tile becomes the MMA's M side.
-    swap_ab: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_b", "block_v", "block_d"):
@@ -98,7 +96,7 @@ def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
         block_d //= 2
     if block_d != cfg.block_d:
         cfg = TileConfig(
-            cfg.block_b, cfg.block_v, block_d, cfg.num_warps, cfg.num_stages, cfg.epilogue_v, cfg.swap_ab
+            cfg.block_b, cfg.block_v, block_d, cfg.num_warps, cfg.num_stages, cfg.epilogue_v
         )  # fmt: skip
     return cfg
 
@@ -151,7 +149,6 @@ def fused_stage1_kernel(
     PAIRED: tl.constexpr,
     NOISE: tl.constexpr,
     EPILOGUE_V: tl.constexpr,
-    SWAP_AB: tl.constexpr,
 ):
     """``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)`` with ``z`` accumulated in fp32."""
     pid = tl.program_id(0)
@@ -165,47 +162,24 @@ def fused_stage1_kernel(
     col_ok = cols < V
     rows64 = rows.to(tl.int64)
     cols64 = cols.to(tl.int64)
-    if SWAP_AB:
-        # acc^T = W_tile @ h_tile^T: the vocabulary tile is the MMA's M dimension (64 per warp
-        # group), the rows its N dimension, which suits small row tiles.
-        acc_t = tl.zeros([BLOCK_SIZE_V, BLOCK_SIZE_B], dtype=tl.float32)
-        for k in range(0, D, BLOCK_SIZE_D):
-            ks = k + tl.arange(0, BLOCK_SIZE_D)
-            k_ok = ks < D
-            w = tl.load(
-                w_ptr + cols64[:, None] * stride_wv + ks[None, :] * stride_wd,
-                mask=col_ok[:, None] & k_ok[None, :],
-                other=0.0,
-            )
-            h = tl.load(
-                h_ptr + rows64[None, :] * stride_hb + ks[:, None] * stride_hd,
-                mask=k_ok[:, None] & row_ok[None, :],
-                other=0.0,
-            )
-            if UPCAST:
-                h = h.to(tl.float32)
-                w = w.to(tl.float32)
-            acc_t = tl.dot(w, h, acc_t, input_precision=INPUT_PRECISION)
-        acc = tl.trans(acc_t)
-    else:
-        acc = tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.float32)
-        for k in range(0, D, BLOCK_SIZE_D):
-            ks = k + tl.arange(0, BLOCK_SIZE_D)
-            k_ok = ks < D
-            h = tl.load(
-                h_ptr + rows64[:, None] * stride_hb + ks[None, :] * stride_hd,
-                mask=row_ok[:, None] & k_ok[None, :],
-                other=0.0,
-            )
-            w = tl.load(
-                w_ptr + cols64[None, :] * stride_wv + ks[:, None] * stride_wd,
-                mask=k_ok[:, None] & col_ok[None, :],
-                other=0.0,
-            )
-            if UPCAST:
-                h = h.to(tl.float32)
-                w = w.to(tl.float32)
-            acc = tl.dot(h, w, acc, input_precision=INPUT_PRECISION)
+    acc = tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.float32)
+    for k in range(0, D, BLOCK_SIZE_D):
+        ks = k + tl.arange(0, BLOCK_SIZE_D)
+        k_ok = ks < D
+        h = tl.load(
+            h_ptr + rows64[:, None] * stride_hb + ks[None, :] * stride_hd,
+            mask=row_ok[:, None] & k_ok[None, :],
+            other=0.0,
+        )
+        w = tl.load(
+            w_ptr + cols64[None, :] * stride_wv + ks[:, None] * stride_wd,
+            mask=k_ok[:, None] & col_ok[None, :],
+            other=0.0,
+        )
+        if UPCAST:
+            h = h.to(tl.float32)
+            w = w.to(tl.float32)
+        acc = tl.dot(h, w, acc, input_precision=INPUT_PRECISION)
     inv_temp = tl.load(inv_temp_ptr + rows64, mask=row_ok, other=1.0)
     if EPILOGUE_V == 0:
         perturb_select_store(
@@ -345,7 +319,7 @@ def launch_fused_stage1(
         BLOCK_SIZE_B=tiles.block_b, BLOCK_SIZE_V=tiles.block_v, BLOCK_SIZE_D=tiles.block_d,
         UPCAST=upcast, INPUT_PRECISION="ieee" if upcast else "tf32", N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
         PAIRED=col_offset % 2 == 0, NOISE=noise, EPILOGUE_V=tiles.epilogue_v,
-        SWAP_AB=tiles.swap_ab, num_warps=tiles.num_warps, num_stages=tiles.num_stages,
+        num_warps=tiles.num_warps, num_stages=tiles.num_stages,
     )  # fmt: skip
     if compiled is not None:
         compiled.append(kernel)
