@@ -35,20 +35,18 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import flashsampling  # noqa: E402
-from benchmarks.common import copy_bandwidth_gbs, exponential_race_sampler, multinomial_sampler  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    copy_bandwidth_gbs,
+    exponential_race_sampler,
+    gumbel_argmax,
+    multinomial_sampler,
+)
 from flashsampling._validate import check_temperature  # noqa: E402
 from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
 
 SHAPES = [(128256, 4096), (151936, 4096), (151936, 5120), (128256, 8192), (201088, 2880)]
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 TEMPERATURE = 0.8
-
-
-def gumbel_sampler(h, w, temperature: float):
-    """argmax(z / T + Gumbel): the fusion torch.compile makes of it is the best unfused sampler."""
-    logits = (h @ w.T).float() / temperature
-    u = torch.rand_like(logits)
-    return (logits - torch.log(-torch.log(u))).argmax(dim=-1, keepdim=True)
 
 
 def load_flashinfer():
@@ -98,7 +96,7 @@ def methods(h, w, temps, flashinfer_sample):
     T = TEMPERATURE
     if not COMPILED:  # once, dynamic in every dimension: one compilation serves every shape
         COMPILED["multinomial"] = torch.compile(multinomial_sampler, dynamic=True)
-        COMPILED["gumbel"] = torch.compile(gumbel_sampler, dynamic=True)
+        COMPILED["gumbel"] = torch.compile(gumbel_argmax, dynamic=True)
     compiled_multinomial, compiled_gumbel = COMPILED["multinomial"], COMPILED["gumbel"]
     out = {
         "fused": lambda: flashsampling.sample(h, w, temperature=T, seed=1234, host_checks=False),

@@ -31,28 +31,28 @@ from flashsampling._validate import check_temperature  # noqa: E402
 from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
 from flashsampling.kernels.reduce import reduce_tiles  # noqa: E402
 
-# (block_b, block_v, block_d, num_warps, num_stages, epilogue_v); a seventh entry 0 is the removed
-# swap_ab option (always 0 here).  Earlier candidate lists are recorded in results/tile_sweep_h200_*.json.
-SMALL = [(16, 64, 256, 4, 3, 0, 0), (16, 128, 256, 4, 3, 32, 0), (16, 128, 128, 4, 4, 0, 0)]
+# (block_b, block_v, block_d, num_warps, num_stages, epilogue_v).  Earlier candidate lists are recorded
+# in results/tile_sweep_h200_*.json (their seventh entry is the since removed swap_ab option).
+SMALL = [(16, 64, 256, 4, 3, 0), (16, 128, 256, 4, 3, 32), (16, 128, 128, 4, 4, 0)]
 CONFIGS = {
     1: SMALL,
     4: SMALL,
     16: SMALL,
-    32: [(32, 64, 128, 4, 4, 0, 0), (32, 128, 128, 4, 3, 32, 0), (32, 256, 64, 4, 3, 32, 0)],
-    64: [(64, 64, 128, 4, 3, 0, 0), (64, 128, 64, 4, 4, 32, 0)],
+    32: [(32, 64, 128, 4, 4, 0), (32, 128, 128, 4, 3, 32), (32, 256, 64, 4, 3, 32)],
+    64: [(64, 64, 128, 4, 3, 0), (64, 128, 64, 4, 4, 32)],
     # v5: 4-warp tiles with 2 stages (two programs per SM: one's epilogue under the other's matmul).
     128: [
-        (64, 64, 64, 4, 4, 0, 0),
-        (64, 256, 64, 4, 2, 32, 0),
-        (128, 128, 64, 4, 3, 32, 0),
-        (128, 256, 64, 8, 3, 32, 0),
+        (64, 64, 64, 4, 4, 0),
+        (64, 256, 64, 4, 2, 32),
+        (128, 128, 64, 4, 3, 32),
+        (128, 256, 64, 8, 3, 32),
     ],
     256: [
-        (128, 256, 64, 8, 3, 32, 0),
-        (64, 256, 64, 4, 2, 32, 0),
-        (128, 128, 64, 4, 3, 32, 0),
-        (256, 128, 64, 8, 2, 32, 0),
-        (128, 256, 64, 8, 2, 32, 0),
+        (128, 256, 64, 8, 3, 32),
+        (64, 256, 64, 4, 2, 32),
+        (128, 128, 64, 4, 3, 32),
+        (256, 128, 64, 8, 2, 32),
+        (128, 256, 64, 8, 2, 32),
     ],
 }
 #: Plain Triton matmuls (fp32 logits stored, no epilogue), to tell the epilogue's cost from the MMA's.
@@ -123,7 +123,7 @@ def main() -> None:
             del z
         best = None
         for cfg in CONFIGS[B]:
-            t = TileConfig(*cfg[:6])
+            t = TileConfig(*cfg)
             compiled: list = []
             try:
                 run(t, compiled=compiled)
@@ -138,7 +138,7 @@ def main() -> None:
                 best = r
         if best is None:
             continue
-        t = TileConfig(*best["config"][:6])
+        t = TileConfig(*best["config"])
         row = {"B": B, "config": best["config"], "matmul_ms": mm}
         row["default"] = list(vars(default_tiles(B, V, D)).values())
         row["full_ms"] = bench(lambda t=t: run(t))

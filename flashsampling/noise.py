@@ -246,9 +246,6 @@ class TieKeys:
             self._keys = tie_key_np(*self._args)
         return self._keys if dtype is None else self._keys.astype(dtype)
 
-    def __getitem__(self, item) -> np.ndarray:
-        return np.asarray(self)[item]
-
 
 def token_noise_np(seed: int, row, index, sample, stream: int = STREAM_TOKEN, *, lazy_keys: bool = False):
     """NumPy twin of the kernels' noise: ``(G float32, key uint32)`` broadcast over the counters.

@@ -80,18 +80,17 @@ def perturb_select_store(
     rows64 = rows.to(tl.int64)
     tl.store(flag_ptr + rows64 * num_v_tiles + pid_v, flag, mask=row_ok)
 
+    # The tile's unperturbed scores: z / T (z for a greedy row), -inf outside the tile.
+    base = tl.where(valid, tl.where(greedy[:, None], z, scaled), float("-inf"))
     if RETURN_LSE:
         # The tile's log-mass L = logsumexp(z / T) over its valid tokens (max z for a greedy row).
-        sv = tl.where(valid, tl.where(greedy[:, None], z, scaled), float("-inf"))
-        m_l = tl.max(sv, axis=1)
+        m_l = tl.max(base, axis=1)
         safe = tl.where(m_l == float("-inf"), 0.0, m_l)
-        tot = tl.sum(tl.exp(sv - safe[:, None]), axis=1)
+        tot = tl.sum(tl.exp(base - safe[:, None]), axis=1)
         lse = tl.where(greedy, m_l, safe + tl.log(tl.where(tot > 0.0, tot, 1.0)))
         lse = tl.where(m_l == float("-inf"), float("-inf"), lse)
         tl.store(lse_ptr + rows64 * num_v_tiles + pid_v, lse, mask=row_ok)
 
-    # The tile's unperturbed scores: z / T (z for a greedy row), -inf outside the tile.
-    base = tl.where(valid, tl.where(greedy[:, None], z, scaled), float("-inf"))
     noisy = (~greedy)[:, None]
     tile_start = col_offset + pid_v.to(tl.int64) * BLOCK_SIZE_V
     u_rows = rows.to(tl.uint32)
