@@ -124,7 +124,21 @@ def main() -> None:
     fi_sample, fi_version = load_flashinfer()
     bw = copy_bandwidth_gbs()
     print(f"copy bandwidth {bw:.0f} GB/s; flashinfer: {fi_version}", flush=True)
+    meta = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "flashinfer": fi_version,
+        "copy_bandwidth_GBs": bw,
+        "temperature": TEMPERATURE,
+        "timer": "triton.testing.do_bench median (warmup 25 ms, rep 100 ms, L2 flushed)",
+    }
     rows, memory = [], {}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+
+    def write() -> None:  # after every row, so that a run cut short keeps its data
+        Path(args.out).write_text(json.dumps({**meta, "rows": rows, "peak_extra_MB_at_B256": memory}, indent=2))
+
     gen = torch.Generator(device="cuda").manual_seed(0)
     for V, D in shapes:
         w = (torch.randn(V, D, device="cuda", generator=gen) * 0.02).to(torch.bfloat16)
@@ -148,6 +162,7 @@ def main() -> None:
             r.update(tiles=list(vars(tiles).values()), n_regs=k.n_regs, n_spills=k.n_spills, shared=k.metadata.shared)
             r["fused_over_bound"] = r["fused_ms"] / max(r["floor_ms"], r["matmul_ms"])
             rows.append(r)
+            write()
             print(json.dumps(r), flush=True)
             if B == args.memory_batch and (V, D) == (151936, 4096):
                 memory = {name: peak_extra_mb(fn) for name, fn in methods(h, w, temps, fi_sample).items()}
@@ -155,17 +170,7 @@ def main() -> None:
                 print("peak extra MB", json.dumps(memory), flush=True)
         del w
         torch.cuda.empty_cache()
-    meta = {
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "flashinfer": fi_version,
-        "copy_bandwidth_GBs": bw,
-        "temperature": TEMPERATURE,
-        "timer": "triton.testing.do_bench median (warmup 25 ms, rep 100 ms, L2 flushed)",
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({**meta, "rows": rows, "peak_extra_MB_at_B256": memory}, indent=2))
+    write()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import torch
 
 #: Noise counters are uint32 words: index, row and sample must each stay below 2**32.
@@ -118,8 +119,23 @@ def check_temperature(temperature, batch: int, device: torch.device, *, host_che
 
     ``temperature`` is a Python number or a tensor of shape ``[B]`` (or ``[]``).  Negative, NaN and
     infinite values raise ``ValueError``; for a tensor that check reads it on the host (a
-    synchronization), so it runs only with ``host_checks``.
+    synchronization), so it runs only with ``host_checks``.  :func:`inverse_temperature` defers that
+    check to the caller's one synchronization after the kernels.
     """
+    inv, flags, all_greedy = inverse_temperature(temperature, batch, device)
+    if flags is not None and host_checks:
+        raise_on_kernel_flags(flags, "temperature", temperature=temperature)
+    return inv, all_greedy
+
+
+def inverse_temperature(
+    temperature, batch: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor | None, bool]:
+    """``(inv, flags, all_greedy)``: the per-row float32 inverse temperature (0 marks greedy), and for
+    a tensor the per-row ``FLAG_BAD_TEMPERATURE`` flags, computed on the device without a
+    synchronization (``None`` for a number, which is checked here).  Metadata checks raise at once."""
+    from .kernels.temperature import inverse_temperature as device_inverse_temperature
+
     if isinstance(temperature, torch.Tensor):
         if temperature.dim() > 1 or (temperature.dim() == 1 and temperature.shape[0] != batch):
             raise ValueError(
@@ -129,34 +145,42 @@ def check_temperature(temperature, batch: int, device: torch.device, *, host_che
             raise TypeError(f"temperature.dtype={temperature.dtype} must be a floating dtype")
         if not same_device(temperature.device, device):
             raise ValueError(f"temperature.device={temperature.device} differs from the inputs' device {device}")
-        t = temperature.to(torch.float32).reshape(-1).expand(batch).contiguous()
-        if host_checks:
-            bad = ~torch.isfinite(t) | (t < 0)
-            if bool(bad.any()):
-                row = int(torch.nonzero(bad)[0, 0])
-                raise ValueError(f"temperature[{row}]={float(t[row])} is invalid; temperatures must be finite and >= 0")
-        inv = torch.where(t > 0, 1.0 / torch.where(t > 0, t, torch.ones_like(t)), torch.zeros_like(t))
-        return inv, False
+        inv, flags = device_inverse_temperature(temperature, batch)
+        return inv, flags, False
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(f"temperature must be a float or a tensor, got {type(temperature).__name__}")
     t = float(temperature)
     if math.isnan(t) or math.isinf(t) or t < 0:
         raise ValueError(f"temperature={temperature} is invalid; it must be finite and >= 0 (0 means greedy)")
-    t32 = torch.tensor(t, dtype=torch.float32)
-    inv = (1.0 / t32) if t > 0 else torch.zeros((), dtype=torch.float32)
-    if t > 0 and not bool(torch.isfinite(inv)):
+    # float32 division on the host with NumPy scalars (correctly rounded, as the device kernel's div_rn;
+    # torch CPU tensors would cost ~10 us per operation on every call).
+    with np.errstate(over="ignore", divide="ignore"):
+        inv = np.float32(1.0) / np.float32(t) if t > 0 else np.float32(0.0)
+    if not np.isfinite(inv):
         raise ValueError(f"temperature={temperature} is too small: 1/temperature overflows float32; use 0 for greedy")
     # torch.full launches a fill (no host-to-device copy, which would wait for the stream).
-    return torch.full((batch,), float(inv), dtype=torch.float32, device=device), t == 0
+    return torch.full((batch,), float(inv), dtype=torch.float32, device=device), None, t == 0
 
 
-def raise_on_kernel_flags(flags: torch.Tensor, what: str) -> None:
-    """Raise ``ValueError`` for the rows whose kernel flags are set (one host synchronization)."""
-    from .kernels.select import FLAG_BAD_LOGIT, FLAG_NO_FINITE, FLAG_OVERFLOW
+def raise_on_kernel_flags(flags: torch.Tensor, what: str, *, temperature=None) -> None:
+    """Raise ``ValueError`` for the rows whose kernel flags are set (one host synchronization).
+
+    ``flags`` is ``[B]`` or ``[B, S]``; ``temperature`` (the caller's argument) names the value of a
+    row flagged ``FLAG_BAD_TEMPERATURE``, which is reported first (it causes the others).
+    """
+    from .kernels.select import FLAG_BAD_LOGIT, FLAG_BAD_TEMPERATURE, FLAG_NO_FINITE, FLAG_OVERFLOW
 
     row_flags = flags.amax(dim=1) if flags.dim() == 2 else flags
     if not bool(row_flags.any()):
         return
+    if bool((row_flags & FLAG_BAD_TEMPERATURE).any()):
+        row = int(torch.nonzero(row_flags & FLAG_BAD_TEMPERATURE)[0, 0])
+        t = temperature.reshape(-1)[row if temperature.numel() > 1 else 0] if temperature is not None else None
+        value = f"={float(t)}" if t is not None else ""
+        raise ValueError(
+            f"temperature[{row}]{value} is invalid; temperatures must be finite and >= 0, and 1/temperature "
+            "must fit float32 (0 means greedy)"
+        )
     bad = torch.nonzero(row_flags).flatten().tolist()
     f = int(row_flags[bad[0]])
     rows = ", ".join(map(str, bad[:8])) + (" ..." if len(bad) > 8 else "")

@@ -16,7 +16,9 @@ Checks
 Shape, dtype and device checks are always on.  ``host_checks=True`` (the default) adds the checks
 that read device memory on the host (one synchronization): NaN or infinite logits found by the
 kernel during its own pass (never an extra read of ``W``), ``z / T`` overflowing float32, rows with
-no finite logit, and invalid per-row temperatures.  ``host_checks=False`` is for serving; the
+no finite logit, and invalid per-row temperatures (flagged on the device by
+:mod:`flashsampling.kernels.temperature`, read with the kernel's flags: no synchronization before
+the launch).  ``host_checks=False`` is for serving; the
 tokens are then still always in ``[0, V)``.
 """
 
@@ -75,14 +77,21 @@ def sample(
     check.check_counter("V", V)
     S = check.check_num_samples(num_samples)
     seed = check.check_seed(seed)
-    inv_temp, _ = check.check_temperature(temperature, B, device, host_checks=host_checks)
+    inv_temp, temp_flags, _ = check.inverse_temperature(temperature, B, device)
     tiles = tiles or default_tiles(B, V, D, hidden.element_size())
     lo, hi = split_seed(seed)
     parts = launch_fused_stage1(hidden, weight, inv_temp, lo, hi, S, tiles)
     tokens, flags = reduce_tiles(*parts[:4], V)
     if host_checks:
-        check.raise_on_kernel_flags(flags, "logits hidden @ weight.T")
+        _raise_on_flags(flags, temp_flags, "logits hidden @ weight.T", temperature)
     return tokens
+
+
+def _raise_on_flags(flags: torch.Tensor, temp_flags: torch.Tensor | None, what: str, temperature) -> None:
+    """The one synchronization of a call: stage 2's row flags with the temperatures' flags."""
+    if temp_flags is not None:
+        flags = flags | temp_flags[:, None]
+    check.raise_on_kernel_flags(flags, what, temperature=temperature)
 
 
 def sample_from_logits(
@@ -116,11 +125,11 @@ def sample_from_logits(
     B, V = check.check_logits(logits)
     S = check.check_num_samples(num_samples)
     seed = check.check_seed(seed)
-    inv_temp, _ = check.check_temperature(temperature, B, logits.device, host_checks=host_checks)
+    inv_temp, temp_flags, _ = check.inverse_temperature(temperature, B, logits.device)
     bb, bv = logits_tiles(B, V, block_b, block_v)
     lo, hi = split_seed(seed)
     parts = launch_logits_stage1(logits, inv_temp, lo, hi, S, bb, bv)
     tokens, flags = reduce_tiles(*parts[:4], V)
     if host_checks:
-        check.raise_on_kernel_flags(flags, "logits")
+        _raise_on_flags(flags, temp_flags, "logits", temperature)
     return tokens

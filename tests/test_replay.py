@@ -33,6 +33,8 @@ TILES = [
     TileConfig(16, 64, 32, epilogue_v=16),
     TileConfig(32, 128, 64, epilogue_v=32),
     TileConfig(16, 32, 16),
+    TileConfig(16, 64, 32, persistent=True),
+    TileConfig(32, 128, 16, epilogue_v=32, persistent=True),
 ]
 
 
@@ -58,7 +60,9 @@ def compare_with_tolerance(tokens: np.ndarray, scores: np.ndarray, tol: np.ndarr
     return int(bad.sum()), int(near.sum())
 
 
-@pytest.mark.parametrize("tiles", TILES, ids=lambda t: f"bb{t.block_b}-bv{t.block_v}-bd{t.block_d}")
+@pytest.mark.parametrize(
+    "tiles", TILES, ids=lambda t: f"bb{t.block_b}-bv{t.block_v}-bd{t.block_d}-ev{t.epilogue_v}-p{int(t.persistent)}"
+)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"B{s[0]}-V{s[1]}-D{s[2]}")
 def test_fused_kernel_replays_twin(shape, tiles, device):
     b, v, d = shape

@@ -200,3 +200,68 @@ def test_staged_epilogue_candidates_per_chunk(device):
     assert p.starts.cpu().tolist() == list(range(0, 200, 16))
     plain = flashsampling.sample(h, w, seed=8, num_samples=3, tiles=flashsampling.TileConfig(16, 64, 16))
     assert torch.equal(flashsampling.sample(h, w, seed=8, num_samples=3, tiles=staged), plain)
+
+
+@pytest.mark.parametrize("d", [48, 20], ids=["tma", "fallback"])
+def test_persistent_kernel_writes_the_same_candidates(d, device):
+    """The persistent kernel (one program per SM walking the tiles) writes exactly the candidates,
+    flags and log-masses of the one-program-per-tile kernel; a row stride that TMA cannot read
+    (D=20 halves: 40 bytes) falls back to the pointer kernel."""
+    from flashsampling.kernels.fused import launch_fused_stage1
+    from flashsampling.kernels.persistent import tma_compatible
+
+    g = torch.Generator().manual_seed(d)
+    h = torch.randn(37, d, generator=g).to(torch.float16).to(device)
+    w = torch.randn(300, d, generator=g).to(torch.float16).to(device)
+    assert tma_compatible(h, w) == (d == 48)
+    inv = torch.linspace(0.0, 2.0, 37, device=h.device)  # row 0 greedy
+    for ev in (0, 32):
+        plain = flashsampling.TileConfig(16, 64, 16, epilogue_v=ev)
+        persistent = flashsampling.TileConfig(16, 64, 16, epilogue_v=ev, persistent=True)
+        a = launch_fused_stage1(h, w, inv, 5, 6, 2, plain, return_lse=True)
+        b = launch_fused_stage1(h, w, inv, 5, 6, 2, persistent, return_lse=True)
+        for x, y in zip(a, b):
+            assert torch.equal(x, y)
+
+
+def test_inverse_temperature_kernel_equals_torch(device):
+    """The device kernel and the interpreter's torch path give the same inverse temperatures
+    (float32 division correctly rounded) and the same flags, for every dtype and edge case."""
+    from flashsampling.kernels.select import FLAG_BAD_TEMPERATURE
+    from flashsampling.kernels.temperature import inverse_temperature_kernel, inverse_temperature_torch
+
+    values = [0.0, 1.0, 0.7, 3.0, 1e-45, -1.0, math.nan, math.inf, 1e-30, 123.456]
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        t = torch.tensor(values, dtype=dtype, device=device)
+        inv_ref, flags_ref = inverse_temperature_torch(t, len(values))
+        inv = torch.empty(len(values), dtype=torch.float32, device=device)
+        flags = torch.empty(len(values), dtype=torch.int32, device=device)
+        inverse_temperature_kernel[(1,)](t, inv, flags, len(values), 1, BLOCK=16, FLAG=FLAG_BAD_TEMPERATURE)
+        assert torch.equal(inv, inv_ref) and torch.equal(flags, flags_ref)
+        expected = torch.tensor(values, dtype=dtype).float()
+        assert torch.equal(inv_ref[1:4].cpu(), torch.tensor(1.0) / expected[1:4])
+        bad = [i for i, v in enumerate(flags_ref.cpu().tolist()) if v & FLAG_BAD_TEMPERATURE]
+        assert bad == ([4, 5, 6, 7] if dtype != torch.bfloat16 else [5, 6, 7]), (dtype, bad)  # bf16(1e-45) = 0
+
+
+@pytest.mark.parametrize("entry", ["sample", "sample_from_logits"])
+def test_bad_tensor_temperature_found_after_the_kernels(entry, device):
+    """A per-row temperature is checked on the device; the error names the row and its value, and
+    with host_checks=False the tokens are still in range."""
+    g = torch.Generator().manual_seed(1)
+    h = torch.randn(3, 16, generator=g).to(torch.float16).to(device)
+    w = torch.randn(50, 16, generator=g).to(torch.float16).to(device)
+
+    def call(t, **kw):
+        if entry == "sample":
+            return flashsampling.sample(h, w, temperature=t, seed=1, **kw)
+        return flashsampling.sample_from_logits(h.float() @ w.float().T, temperature=t, seed=1, **kw)
+
+    for bad, row in (([1.0, 1e-45, 1.0], 1), ([1.0, 1.0, -2.0], 2), ([math.inf, 1.0, 1.0], 0)):
+        t = torch.tensor(bad, device=h.device)
+        with pytest.raises(ValueError, match=rf"temperature\[{row}\]="):
+            call(t)
+        tok = call(t, host_checks=False)
+        assert int(tok.min()) >= 0 and int(tok.max()) < 50
+    scalar_tensor = call(torch.tensor(0.8, dtype=torch.float64, device=h.device))
+    assert torch.equal(scalar_tensor, call(0.8))

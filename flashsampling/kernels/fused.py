@@ -31,13 +31,14 @@ FLOPs.  Unfused ``matmul -> softmax -> multinomial`` additionally writes and re-
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
-from .._device import UPCAST_DOT
+from .._device import UPCAST_DOT, device_function
 from .select import perturb_select_store
 
 
@@ -54,6 +55,12 @@ class TileConfig:
     #: is staged through a per-program scratch slot and the epilogue runs on ``epilogue_v``-wide
     #: column chunks, one candidate per chunk (wide matmul tiles, epilogue without spills).
     epilogue_v: int = 0
+    #: Run the persistent TMA kernel (:mod:`.persistent`; one program per SM, the next tile's loads
+    #: overlap this tile's epilogue) where the inputs allow TMA; else the one-program-per-tile kernel.
+    persistent: bool = False
+    #: Cap on registers per thread (the compiler's ``maxnreg``), e.g. 128 so that two 8-warp programs
+    #: share an SM and one's epilogue runs under the other's matmul; ``None``: the compiler's choice.
+    max_registers: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("block_b", "block_v", "block_d"):
@@ -64,11 +71,18 @@ class TileConfig:
         ev = self.epilogue_v
         if ev and (ev < 16 or ev & (ev - 1) or ev > self.block_v):
             raise ValueError(f"TileConfig.epilogue_v={ev} must be 0 or a power of two in [16, block_v]")
+        if self.max_registers is not None and not 32 <= self.max_registers <= 255:
+            raise ValueError(f"TileConfig.max_registers={self.max_registers} must be None or in [32, 255]")
 
     @property
     def candidate_v(self) -> int:
         """Columns per stage-1 candidate: ``epilogue_v`` if set, else ``block_v``."""
         return self.epilogue_v or self.block_v
+
+
+def register_cap(tiles: TileConfig) -> dict:
+    """The launch option for ``tiles.max_registers`` (none in the interpreter, which has no registers)."""
+    return {"maxnreg": tiles.max_registers} if tiles.max_registers and not UPCAST_DOT else {}
 
 
 def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
@@ -87,17 +101,18 @@ def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
         cfg = TileConfig(block_b=32, block_v=64, block_d=128, num_warps=4, num_stages=4)
     elif B <= 64:
         cfg = TileConfig(block_b=64, block_v=64, block_d=128, num_warps=4, num_stages=3)
+    # B > 64 (results/persistent_sweep_h200_v*.json): persistent TMA kernel, wide matmul tile (h re-read
+    # from L2 4-8x less often than with 64 x 64), epilogue on 32-column chunks, 16 warps (the epilogue
+    # is latency-bound: 4 warps per scheduler instead of 2, 128 registers, no spills).
     elif B <= 128:
-        cfg = TileConfig(block_b=64, block_v=64, block_d=64, num_warps=4, num_stages=4)
-    else:  # wide matmul tile (h re-read from L2 8x less often), epilogue on 32-column chunks
-        cfg = TileConfig(block_b=128, block_v=256, block_d=64, num_warps=8, num_stages=3, epilogue_v=32)
+        cfg = TileConfig(128, 128, 128, num_warps=16, num_stages=3, epilogue_v=32, persistent=True)
+    else:
+        cfg = TileConfig(128, 256, 64, num_warps=16, num_stages=4, epilogue_v=32, persistent=True)
     block_d = cfg.block_d
     while block_d > 16 and cfg.num_stages * (cfg.block_b + cfg.block_v) * block_d * element_size > 200 * 1024:
         block_d //= 2
     if block_d != cfg.block_d:
-        cfg = TileConfig(
-            cfg.block_b, cfg.block_v, block_d, cfg.num_warps, cfg.num_stages, cfg.epilogue_v
-        )  # fmt: skip
+        cfg = dataclasses.replace(cfg, block_d=block_d)
     return cfg
 
 
@@ -180,7 +195,28 @@ def fused_stage1_kernel(
             h = h.to(tl.float32)
             w = w.to(tl.float32)
         acc = tl.dot(h, w, acc, input_precision=INPUT_PRECISION)
-    inv_temp = tl.load(inv_temp_ptr + rows64, mask=row_ok, other=1.0)
+    tile_epilogue(
+        acc, pid, pid_b, pid_v, num_v_tiles, B, V, col_offset, num_samples, seed_lo, seed_hi, inv_temp_ptr,
+        part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr, scratch_ptr,
+        BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, RETURN_LSE, PAIRED, NOISE, EPILOGUE_V,
+    )  # fmt: skip
+
+
+@device_function
+def tile_epilogue(
+    acc, slot_id, pid_b, pid_v, num_v_tiles, B, V, col_offset, num_samples, seed_lo, seed_hi, inv_temp_ptr,
+    part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr, scratch_ptr,
+    BLOCK_SIZE_B: tl.constexpr, BLOCK_SIZE_V: tl.constexpr, N_ROUNDS: tl.constexpr, RETURN_LSE: tl.constexpr,
+    PAIRED: tl.constexpr, NOISE: tl.constexpr, EPILOGUE_V: tl.constexpr,
+):  # fmt: skip
+    """The epilogue of one ``[BLOCK_SIZE_B, BLOCK_SIZE_V]`` logit tile ``acc`` (rows from
+    ``pid_b * BLOCK_SIZE_B``, columns from ``pid_v * BLOCK_SIZE_V``): temperature, noise, the tile's
+    candidate(s).  With ``EPILOGUE_V`` the tile is staged through scratch slot ``slot_id``."""
+    rows = pid_b * BLOCK_SIZE_B + tl.arange(0, BLOCK_SIZE_B)
+    cols = pid_v * BLOCK_SIZE_V + tl.arange(0, BLOCK_SIZE_V)
+    row_ok = rows < B
+    col_ok = cols < V
+    inv_temp = tl.load(inv_temp_ptr + rows.to(tl.int64), mask=row_ok, other=1.0)
     if EPILOGUE_V == 0:
         perturb_select_store(
             acc, rows, cols, col_offset, row_ok, col_ok, inv_temp, seed_lo.to(tl.uint32), seed_hi.to(tl.uint32),
@@ -188,10 +224,10 @@ def fused_stage1_kernel(
             BLOCK_SIZE_B, BLOCK_SIZE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,
         )  # fmt: skip
     else:
-        # Stage the tile through this program's scratch slot (it stays in L2) and run the epilogue
-        # on EPILOGUE_V-wide chunks, each its own candidate: chunk c of tile pid_v is candidate
+        # Stage the tile through the scratch slot (it stays in L2) and run the epilogue on
+        # EPILOGUE_V-wide chunks, each its own candidate: chunk c of tile pid_v is candidate
         # pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c of num_chunks.
-        slot = scratch_ptr + pid.to(tl.int64) * (BLOCK_SIZE_B * BLOCK_SIZE_V)
+        slot = scratch_ptr + slot_id.to(tl.int64) * (BLOCK_SIZE_B * BLOCK_SIZE_V)
         r_loc = tl.arange(0, BLOCK_SIZE_B)[:, None] * BLOCK_SIZE_V
         tl.store(slot + r_loc + tl.arange(0, BLOCK_SIZE_V)[None, :], acc)
         tl.debug_barrier()
@@ -207,6 +243,8 @@ def fused_stage1_kernel(
                 part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
                 BLOCK_SIZE_B, EPILOGUE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,
             )  # fmt: skip
+        # A persistent program reuses its slot for the next tile: every chunk must be read first.
+        tl.debug_barrier()
 
 
 @triton.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset", "num_samples"])
@@ -307,11 +345,19 @@ def launch_fused_stage1(
     V = weight.shape[0]
     T = triton.cdiv(V, tiles.candidate_v)
     parts = allocate_partials(B, num_samples, T, hidden.device, return_lse)
+    upcast = UPCAST_DOT or hidden.dtype == torch.float32 or weight.dtype == torch.float32
+    if tiles.persistent and tma_compatible(hidden, weight):
+        kernel = launch_persistent(
+            hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles, col_offset=col_offset,
+            return_lse=return_lse, n_rounds=n_rounds, noise=noise, upcast=upcast,
+        )  # fmt: skip
+        if compiled is not None:
+            compiled.append(kernel)
+        return parts
     grid = (triton.cdiv(B, tiles.block_b) * triton.cdiv(V, tiles.block_v),)
     # The staged epilogue's scratch: one fp32 tile per program (B_pad * V_pad * 4 bytes).
     scratch_numel = grid[0] * tiles.block_b * tiles.block_v if tiles.epilogue_v else 1
     scratch = torch.empty(scratch_numel, dtype=torch.float32, device=hidden.device)
-    upcast = UPCAST_DOT or hidden.dtype == torch.float32 or weight.dtype == torch.float32
     kernel = fused_stage1_kernel[grid](
         hidden, weight, inv_temp, *parts, scratch,
         B, V, D, col_offset, num_samples, seed_lo, seed_hi,
@@ -319,7 +365,7 @@ def launch_fused_stage1(
         BLOCK_SIZE_B=tiles.block_b, BLOCK_SIZE_V=tiles.block_v, BLOCK_SIZE_D=tiles.block_d,
         UPCAST=upcast, INPUT_PRECISION="ieee" if upcast else "tf32", N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
         PAIRED=col_offset % 2 == 0, NOISE=noise, EPILOGUE_V=tiles.epilogue_v,
-        num_warps=tiles.num_warps, num_stages=tiles.num_stages,
+        num_warps=tiles.num_warps, num_stages=tiles.num_stages, **register_cap(tiles),
     )  # fmt: skip
     if compiled is not None:
         compiled.append(kernel)
@@ -344,3 +390,6 @@ def launch_logits_stage1(
         PAIRED=col_offset % 2 == 0, NOISE=noise,
     )  # fmt: skip
     return parts
+
+
+from .persistent import launch_persistent, tma_compatible  # noqa: E402  (persistent imports tile_epilogue)

@@ -34,6 +34,8 @@ from ..noise import pair_noise, tie_key, token_noise
 FLAG_BAD_LOGIT = 1
 FLAG_OVERFLOW = 2
 FLAG_NO_FINITE = 4
+#: Set by :mod:`.temperature` (not by stage 1): the row's temperature is NaN, infinite, negative or too small.
+FLAG_BAD_TEMPERATURE = 8
 
 
 @device_function

@@ -1,0 +1,44 @@
+"""Launch the default stage-1 kernel a few times, for Nsight Compute to profile one launch.
+
+``ncu --kernel-name regex:stage1_kernel\\|persistent_kernel --launch-skip 2 --launch-count 1 \\
+     --section SpeedOfLight --section WarpStateStats --section SchedulerStats \\
+     python benchmarks/ncu_probe.py --B 256``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from flashsampling import TileConfig  # noqa: E402
+from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--B", type=int, default=256)
+    ap.add_argument("--V", type=int, default=151936)
+    ap.add_argument("--D", type=int, default=4096)
+    ap.add_argument("--tiles", default=None, help="comma-separated TileConfig fields (default: default_tiles)")
+    ap.add_argument("--no-noise", action="store_true")
+    args = ap.parse_args()
+    w = (torch.randn(args.V, args.D, device="cuda") * 0.02).to(torch.bfloat16)
+    h = torch.randn(args.B, args.D, device="cuda").to(torch.bfloat16)
+    inv = torch.ones(args.B, device="cuda")
+    if args.tiles:
+        fields = [int(x) for x in args.tiles.split(",")]
+        tiles = TileConfig(*fields[:6], persistent=bool(fields[6]) if len(fields) > 6 else False)
+    else:
+        tiles = default_tiles(args.B, args.V, args.D)
+    for _ in range(4):
+        launch_fused_stage1(h, w, inv, 5, 7, 1, tiles, noise=not args.no_noise)
+    torch.cuda.synchronize()
+    print(tiles)
+
+
+if __name__ == "__main__":
+    main()

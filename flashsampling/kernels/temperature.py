@@ -1,0 +1,60 @@
+"""Per-row inverse temperature on the device, with its validity flags, in one launch.
+
+For a temperature tensor ``t`` (any float dtype, shape ``[B]`` or ``[]``)::
+
+    t32[b]  = float32(t[b])
+    inv[b]  = 1 / t32[b]  (correctly rounded, div_rn)   if t32[b] > 0
+              0                                          otherwise (0 marks a greedy row)
+    flag[b] = FLAG_BAD_TEMPERATURE  if t32[b] is NaN, +-inf or < 0, or 1 / t32[b] overflows
+
+This replaces a chain of small torch kernels and, above all, the host synchronization that
+checking the temperatures before the launch needed: the flags are read with the kernel's own
+flags after stage 2 (one synchronization per call, as before).  Invalid rows still get a finite
+``inv`` by the formula above, so with ``host_checks=False`` the tokens stay in ``[0, V)``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .._device import INTERPRET
+from .select import FLAG_BAD_TEMPERATURE
+
+
+@triton.jit
+def inverse_temperature_kernel(t_ptr, inv_ptr, flag_ptr, B, stride_t, BLOCK: tl.constexpr, FLAG: tl.constexpr):
+    """``t [B] -> (1 / t or 0, flags)`` as in the module docstring (``FLAG``: ``FLAG_BAD_TEMPERATURE``)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < B
+    t = tl.load(t_ptr + offs * stride_t, mask=ok, other=1.0).to(tl.float32)
+    pos = t > 0.0
+    inv = tl.where(pos, tl.div_rn(tl.full([BLOCK], 1.0, tl.float32), tl.where(pos, t, 1.0)), 0.0)
+    bad = (t != t) | (t < 0.0) | (t == float("inf")) | (inv == float("inf"))
+    tl.store(inv_ptr + offs, inv, mask=ok)
+    tl.store(flag_ptr + offs, tl.where(bad, FLAG, 0), mask=ok)
+
+
+def inverse_temperature_torch(t: torch.Tensor, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same computation in torch (the interpreter's path; ``tests/test_validation.py`` binds
+    the two)."""
+    t32 = t.to(torch.float32).reshape(-1).expand(batch)
+    pos = t32 > 0
+    inv = torch.where(pos, 1.0 / torch.where(pos, t32, torch.ones_like(t32)), torch.zeros_like(t32))
+    bad = torch.isnan(t32) | (t32 < 0) | torch.isinf(t32) | torch.isinf(inv)
+    return inv.contiguous(), torch.where(bad, FLAG_BAD_TEMPERATURE, 0).to(torch.int32)
+
+
+def inverse_temperature(t: torch.Tensor, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(inv float32 [batch], flags int32 [batch])`` of a float tensor ``t`` of shape ``[batch]`` or ``[]``."""
+    if INTERPRET:
+        return inverse_temperature_torch(t, batch)
+    inv = torch.empty(batch, dtype=torch.float32, device=t.device)
+    flags = torch.empty(batch, dtype=torch.int32, device=t.device)
+    stride = t.stride(0) if t.dim() == 1 else 0
+    block = min(1024, triton.next_power_of_2(batch))
+    inverse_temperature_kernel[(triton.cdiv(batch, block),)](
+        t, inv, flags, batch, stride, BLOCK=block, FLAG=FLAG_BAD_TEMPERATURE
+    )
+    return inv, flags
