@@ -99,13 +99,24 @@ PERSISTENT_V3 = {
     ],
 }
 # v4: 16-warp programs at B=128 (4 warps per scheduler for the epilogue, no register cap).
-PERSISTENT = {
+PERSISTENT_V4 = {
     128: [
         ((128, 128, 64, 16, 4, 32), True, False),
         ((128, 128, 128, 16, 3, 32), True, False),
         ((128, 128, 64, 16, 3, 32), True, False),
     ],
     256: [((128, 256, 64, 16, 4, 32), True, False), ((128, 256, 128, 16, 2, 32), True, False)],
+}
+# v5 (results/persistent_sweep_h200_v5.json): the staged epilogue's chunk loop compiled as a loop (0),
+# unrolled (1) or software-pipelined (2) -- no gain; the switch was removed from the kernel.
+PERSISTENT_V5 = {
+    128: [((128, 128, 128, 16, 3, 32), True, False, {"epilogue_loop": e}) for e in (0, 1, 2)],
+    256: [((128, 256, 64, 16, 4, 32), True, False, {"epilogue_loop": e}) for e in (0, 1, 2)],
+}
+# Now: the defaults of B = 128 and 256 (flashsampling.kernels.fused.default_tiles), to rerun them.
+PERSISTENT = {
+    128: [((128, 128, 128, 16, 3, 32), True, False)],
+    256: [((128, 256, 64, 16, 4, 32), True, False)],
 }
 SPLIT = [(1, 2048), (4, 1024), (8, 512), (16, 256)]
 
@@ -149,10 +160,12 @@ def sweep_batch(B: int, h, inv, w, out: dict, split: bool = True) -> dict:
     ref = run_default()
     row["default"] = bench(run_default)
     row["default_no_noise"] = bench(lambda: run_default(noise=False))
-    for cfg, flatten, ws, *cap in PERSISTENT.get(B, []):
+    for cfg, flatten, ws, *extra in PERSISTENT.get(B, []):
+        opts = extra[0] if extra and isinstance(extra[0], dict) else {"max_registers": extra[0]} if extra else {}
+        cap = opts.get("max_registers")
         name = f"persistent/{'x'.join(map(str, cfg))}/flat{int(flatten)}/ws{int(ws)}"
-        name += f"/maxreg{cap[0]}" if cap else ""
-        tc = TileConfig(*cfg, persistent=True, max_registers=cap[0] if cap else None)
+        name += f"/maxreg{cap}" if cap else ""
+        tc = TileConfig(*cfg, persistent=True, max_registers=cap)
         try:
             t0 = time.time()
 

@@ -211,7 +211,8 @@ def tile_epilogue(
 ):  # fmt: skip
     """The epilogue of one ``[BLOCK_SIZE_B, BLOCK_SIZE_V]`` logit tile ``acc`` (rows from
     ``pid_b * BLOCK_SIZE_B``, columns from ``pid_v * BLOCK_SIZE_V``): temperature, noise, the tile's
-    candidate(s).  With ``EPILOGUE_V`` the tile is staged through scratch slot ``slot_id``."""
+    candidate(s).  With ``EPILOGUE_V`` the tile is staged through scratch slot ``slot_id`` (the
+    chunk loop unrolled or software-pipelined was measured no faster: benchmarks/NOTES.md)."""
     rows = pid_b * BLOCK_SIZE_B + tl.arange(0, BLOCK_SIZE_B)
     cols = pid_v * BLOCK_SIZE_V + tl.arange(0, BLOCK_SIZE_V)
     row_ok = rows < B
@@ -233,18 +234,34 @@ def tile_epilogue(
         tl.debug_barrier()
         num_chunks = tl.cdiv(V, EPILOGUE_V)
         for c in range(0, BLOCK_SIZE_V // EPILOGUE_V):
-            c_loc = c * EPILOGUE_V + tl.arange(0, EPILOGUE_V)
-            z = tl.load(slot + r_loc + c_loc[None, :])
-            chunk = pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c
-            ccols = pid_v * BLOCK_SIZE_V + c_loc
-            perturb_select_store(
-                z, rows, ccols, col_offset, row_ok & (chunk < num_chunks), ccols < V, inv_temp,
-                seed_lo.to(tl.uint32), seed_hi.to(tl.uint32), num_samples, chunk, num_chunks,
-                part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
-                BLOCK_SIZE_B, EPILOGUE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,
+            staged_chunk(
+                c, slot, r_loc, rows, row_ok, pid_v, num_chunks, V, col_offset, num_samples, seed_lo, seed_hi,
+                inv_temp, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
+                BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, RETURN_LSE, PAIRED, NOISE, EPILOGUE_V,
             )  # fmt: skip
         # A persistent program reuses its slot for the next tile: every chunk must be read first.
         tl.debug_barrier()
+
+
+@device_function
+def staged_chunk(
+    c, slot, r_loc, rows, row_ok, pid_v, num_chunks, V, col_offset, num_samples, seed_lo, seed_hi, inv_temp,
+    part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
+    BLOCK_SIZE_B: tl.constexpr, BLOCK_SIZE_V: tl.constexpr, N_ROUNDS: tl.constexpr, RETURN_LSE: tl.constexpr,
+    PAIRED: tl.constexpr, NOISE: tl.constexpr, EPILOGUE_V: tl.constexpr,
+):  # fmt: skip
+    """Chunk ``c`` of a staged tile: reload ``EPILOGUE_V`` columns from the scratch slot and store
+    their candidate (candidate ``pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c`` of ``num_chunks``)."""
+    c_loc = c * EPILOGUE_V + tl.arange(0, EPILOGUE_V)
+    z = tl.load(slot + r_loc + c_loc[None, :])
+    chunk = pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c
+    ccols = pid_v * BLOCK_SIZE_V + c_loc
+    perturb_select_store(
+        z, rows, ccols, col_offset, row_ok & (chunk < num_chunks), ccols < V, inv_temp,
+        seed_lo.to(tl.uint32), seed_hi.to(tl.uint32), num_samples, chunk, num_chunks,
+        part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
+        BLOCK_SIZE_B, EPILOGUE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,
+    )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset", "num_samples"])

@@ -122,7 +122,8 @@ def launch_persistent(
     n_rounds, noise, upcast, flatten: bool = True, warp_specialize: bool = False,
 ):  # fmt: skip
     """Launch :func:`fused_persistent_kernel` into the candidate buffers ``parts``; returns the
-    compiled kernel."""
+    compiled kernel.  ``flatten`` and ``warp_specialize`` are the loop's compilation choices that
+    ``benchmarks/persistent_sweep.py`` compares (``warp_specialize`` changed nothing on the H200)."""
     B, D = hidden.shape
     V = weight.shape[0]
     num_tiles = triton.cdiv(B, tiles.block_b) * triton.cdiv(V, tiles.block_v)
@@ -137,6 +138,6 @@ def launch_persistent(
         BLOCK_SIZE_B=tiles.block_b, BLOCK_SIZE_V=tiles.block_v, BLOCK_SIZE_D=tiles.block_d, NUM_PROGRAMS=progs,
         UPCAST=upcast, INPUT_PRECISION="ieee" if upcast else "tf32", N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
         PAIRED=col_offset % 2 == 0, NOISE=noise, EPILOGUE_V=tiles.epilogue_v, FLATTEN=flatten,
-        WARP_SPECIALIZE=warp_specialize, num_warps=tiles.num_warps, num_stages=tiles.num_stages,
-        **register_cap(tiles),
+        WARP_SPECIALIZE=warp_specialize,
+        num_warps=tiles.num_warps, num_stages=tiles.num_stages, **register_cap(tiles),
     )  # fmt: skip
