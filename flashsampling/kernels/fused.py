@@ -18,6 +18,10 @@ column chunks, each its own candidate for stage 2.  This lets the matmul use a w
 every program re-reads its rows of ``h`` from L2, ``B*V*D*2*(1/block_v + 1/block_b)`` bytes in all)
 without a register-hungry epilogue; it costs ``B*V*4`` bytes of scratch.
 
+With ``TileConfig.persistent`` (the default for B > 64) the same tiles and the same epilogue run in
+the persistent TMA kernel of :mod:`.persistent` (one program per SM walking the tiles; identical
+candidates), where the inputs allow TMA.
+
 Offsets are formed in int64 (``rows.to(int64) * stride``), so no index overflows 32 bits at
 large ``B * V`` or ``V * D``.
 
