@@ -178,6 +178,8 @@ def test_default_tiles_fit_every_dtype(batch, dtype, device):
         ({"block_v": 64, "epilogue_v": 24}, "epilogue_v=24"),
         ({"block_v": 64, "epilogue_v": 128}, "epilogue_v=128"),
         ({"block_v": 64, "epilogue_v": 8}, "epilogue_v=8"),
+        ({"max_registers": 16}, "max_registers=16"),
+        ({"max_registers": 256}, "max_registers=256"),
     ],
 )
 def test_tile_config_rejects(kwargs, msg):
@@ -265,3 +267,15 @@ def test_bad_tensor_temperature_found_after_the_kernels(entry, device):
         assert int(tok.min()) >= 0 and int(tok.max()) < 50
     scalar_tensor = call(torch.tensor(0.8, dtype=torch.float64, device=h.device))
     assert torch.equal(scalar_tensor, call(0.8))
+
+
+def test_programs_per_sm_counts_registers_and_shared_memory():
+    """The persistent kernel launches as many programs per SM as registers and shared memory allow."""
+    from flashsampling.kernels.persistent import programs_per_sm
+
+    T = flashsampling.TileConfig
+    assert programs_per_sm(T(128, 256, 64, num_warps=16, num_stages=4, epilogue_v=32, persistent=True), 2) == 1
+    capped = T(128, 128, 64, num_warps=8, num_stages=3, epilogue_v=32, persistent=True, max_registers=128)
+    assert programs_per_sm(capped, 2) == 2  # 2 x 128 regs x 256 threads = 64K; 2 x 96 KB of shared memory
+    assert programs_per_sm(capped, 4) == 1  # fp32 inputs: 192 KB of pipeline
+    assert programs_per_sm(T(16, 64, 64, num_warps=4, num_stages=2, max_registers=64), 2) == 8
