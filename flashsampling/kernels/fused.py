@@ -12,11 +12,12 @@ that read the same weight tile run next to each other and share it through L2::
         acc   += h_tile @ w_tile                               # (BB, BK) @ (BK, BV)
     perturb_select_store(acc, ...)                             # kernels/select.py
 
-With ``TileConfig.epilogue_v`` set (the default for B > 128) the accumulator is stored to a
+With ``TileConfig.epilogue_v`` set (the default for B > 64) the accumulator is stored to a
 per-program scratch slot (it stays in L2) and the epilogue reloads it in ``epilogue_v``-wide
 column chunks, each its own candidate for stage 2.  This lets the matmul use a wide tile (128 x 256:
 every program re-reads its rows of ``h`` from L2, ``B*V*D*2*(1/block_v + 1/block_b)`` bytes in all)
-without a register-hungry epilogue; it costs ``B*V*4`` bytes of scratch.
+without a register-hungry epilogue; it costs ``B*V*4`` bytes of scratch here (one slot per tile),
+``SMs*block_b*block_v*4`` in the persistent kernel (one slot per program).
 
 With ``TileConfig.persistent`` (the default for B > 64) the same tiles and the same epilogue run in
 the persistent TMA kernel of :mod:`.persistent` (one program per SM walking the tiles; identical

@@ -25,6 +25,8 @@ pointer kernel).  Out-of-range rows, columns and K blocks are zero-filled by the
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -113,8 +115,14 @@ def num_programs(device: torch.device, num_tiles: int, per_sm: int = 1) -> int:
     """``per_sm`` programs per SM (never more programs than tiles); 4 in the interpreter."""
     if device.type != "cuda":
         return max(1, min(4, num_tiles))
-    sms = torch.cuda.get_device_properties(device).multi_processor_count
-    return max(1, min(sms * per_sm, num_tiles))
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return max(1, min(_sm_count(index) * per_sm, num_tiles))
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    """SMs of CUDA device ``index`` (cached: the query costs microseconds on every launch)."""
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def launch_persistent(
