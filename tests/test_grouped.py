@@ -30,7 +30,8 @@ from flashsampling.grouped import (
 from flashsampling.noise import split_seed, token_noise_np
 from flashsampling.reference import fp32_logit_error_bound, logsumexp, softmax, target_logits
 from flashsampling.twin import inverse_temperature32, select
-from verification import goodness_of_fit, tail_mass_test
+from tests.stat_checks import assert_fits, assert_fits_with_tail, many_tail_logits
+from verification import goodness_of_fit
 
 ALPHA = 1e-6
 STAT_CHECKS = 6  # normal, many-tail (2), masked, wide-range, kernel
@@ -246,9 +247,7 @@ def test_numpy_sampler_is_the_kernel_pathwise(device):
 
 
 def _check(samples, probs) -> None:
-    res = goodness_of_fit(samples, probs, alpha=ALPHA)
-    assert res.passed, res.diagnosis()
-    assert res.tested_mass + res.pooled_mass == pytest.approx(1.0)
+    assert_fits(samples, probs, alpha=ALPHA)
 
 
 def test_stats_normal_tiles():
@@ -260,14 +259,8 @@ def test_stats_many_tail_15_nats():
     """Head of 6 tokens, flat tail of 20000 tokens 15 nats below: whole tiles of tail only, so the
     group draw picks groups ~10 nats below the head group.  Chi-square (tail pooled) and the exact
     binomial test of the tail mass (two-sided)."""
-    z = np.full(20006, -15.0)
-    z[:6] = np.random.default_rng(21).normal(0, 0.5, 6)
-    z = z.astype(np.float32).astype(np.float64)
-    p = softmax(z)
-    x = grouped_sampler_np(z, 1.0, N, seed=2)
-    _check(x, p)
-    res = tail_mass_test(x, p, np.arange(6, z.size), alternative="two-sided", alpha=ALPHA)
-    assert res.passed, res
+    z = many_tail_logits(20006, seed=21)
+    assert_fits_with_tail(grouped_sampler_np(z, 1.0, N, seed=2), z, alpha=ALPHA)
 
 
 def test_stats_masked_uneven_groups_with_zero_mass():

@@ -28,7 +28,7 @@ from flashsampling.online import (
 )
 from flashsampling.reference import fp32_logit_error_bound, logsumexp, softmax, target_logits
 from flashsampling.twin import inverse_temperature32
-from verification import goodness_of_fit, tail_mass_test
+from tests.stat_checks import assert_fits, assert_fits_with_tail, many_tail_logits
 
 ALPHA = 1e-6
 STAT_CHECKS = 5  # normal, many-tail (2), masked, kernel
@@ -210,9 +210,7 @@ def test_numpy_sampler_is_the_kernel_pathwise(device):
 
 
 def _check(samples, probs) -> None:
-    res = goodness_of_fit(samples, probs, alpha=ALPHA)
-    assert res.passed, res.diagnosis()
-    assert res.tested_mass + res.pooled_mass == pytest.approx(1.0)
+    assert_fits(samples, probs, alpha=ALPHA)
 
 
 def test_stats_normal_default_chunks():
@@ -221,14 +219,8 @@ def test_stats_normal_default_chunks():
 
 
 def test_stats_many_tail_15_nats():
-    z = np.full(20006, -15.0)
-    z[:6] = np.random.default_rng(31).normal(0, 0.5, 6)
-    z = z.astype(np.float32).astype(np.float64)
-    p = softmax(z)
-    x = online_sampler_np(z, 1.0, N, seed=2)
-    _check(x, p)
-    res = tail_mass_test(x, p, np.arange(6, z.size), alternative="two-sided", alpha=ALPHA)
-    assert res.passed, res
+    z = many_tail_logits(20006, seed=31)
+    assert_fits_with_tail(online_sampler_np(z, 1.0, N, seed=2), z, alpha=ALPHA)
 
 
 def test_stats_masked_with_zero_mass_chunks():

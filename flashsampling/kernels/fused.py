@@ -43,8 +43,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .._device import UPCAST_DOT, device_function
-from .select import perturb_select_store
+from .._device import UPCAST_DOT
+from .persistent import launch_persistent, tma_compatible
+from .select import perturb_select_store, tile_epilogue
 
 
 @dataclass(frozen=True)
@@ -79,15 +80,15 @@ class TileConfig:
         if self.max_registers is not None and not 32 <= self.max_registers <= 255:
             raise ValueError(f"TileConfig.max_registers={self.max_registers} must be None or in [32, 255]")
 
+    def launch_options(self) -> dict:
+        """Triton launch options: warps, pipeline stages and, compiled, the register cap."""
+        cap = {"maxnreg": self.max_registers} if self.max_registers and not UPCAST_DOT else {}
+        return {"num_warps": self.num_warps, "num_stages": self.num_stages, **cap}
+
     @property
     def candidate_v(self) -> int:
         """Columns per stage-1 candidate: ``epilogue_v`` if set, else ``block_v``."""
         return self.epilogue_v or self.block_v
-
-
-def register_cap(tiles: TileConfig) -> dict:
-    """The launch option for ``tiles.max_registers`` (none in the interpreter, which has no registers)."""
-    return {"maxnreg": tiles.max_registers} if tiles.max_registers and not UPCAST_DOT else {}
 
 
 def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
@@ -207,68 +208,6 @@ def fused_stage1_kernel(
     )  # fmt: skip
 
 
-@device_function
-def tile_epilogue(
-    acc, slot_id, pid_b, pid_v, num_v_tiles, B, V, col_offset, num_samples, seed_lo, seed_hi, inv_temp_ptr,
-    part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr, scratch_ptr,
-    BLOCK_SIZE_B: tl.constexpr, BLOCK_SIZE_V: tl.constexpr, N_ROUNDS: tl.constexpr, RETURN_LSE: tl.constexpr,
-    PAIRED: tl.constexpr, NOISE: tl.constexpr, EPILOGUE_V: tl.constexpr,
-):  # fmt: skip
-    """The epilogue of one ``[BLOCK_SIZE_B, BLOCK_SIZE_V]`` logit tile ``acc`` (rows from
-    ``pid_b * BLOCK_SIZE_B``, columns from ``pid_v * BLOCK_SIZE_V``): temperature, noise, the tile's
-    candidate(s).  With ``EPILOGUE_V`` the tile is staged through scratch slot ``slot_id`` (the
-    chunk loop unrolled or software-pipelined was measured no faster: benchmarks/NOTES.md)."""
-    rows = pid_b * BLOCK_SIZE_B + tl.arange(0, BLOCK_SIZE_B)
-    cols = pid_v * BLOCK_SIZE_V + tl.arange(0, BLOCK_SIZE_V)
-    row_ok = rows < B
-    col_ok = cols < V
-    inv_temp = tl.load(inv_temp_ptr + rows.to(tl.int64), mask=row_ok, other=1.0)
-    if EPILOGUE_V == 0:
-        perturb_select_store(
-            acc, rows, cols, col_offset, row_ok, col_ok, inv_temp, seed_lo.to(tl.uint32), seed_hi.to(tl.uint32),
-            num_samples, pid_v, num_v_tiles, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
-            BLOCK_SIZE_B, BLOCK_SIZE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,
-        )  # fmt: skip
-    else:
-        # Stage the tile through the scratch slot (it stays in L2) and run the epilogue on
-        # EPILOGUE_V-wide chunks, each its own candidate: chunk c of tile pid_v is candidate
-        # pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c of num_chunks.
-        slot = scratch_ptr + slot_id.to(tl.int64) * (BLOCK_SIZE_B * BLOCK_SIZE_V)
-        r_loc = tl.arange(0, BLOCK_SIZE_B)[:, None] * BLOCK_SIZE_V
-        tl.store(slot + r_loc + tl.arange(0, BLOCK_SIZE_V)[None, :], acc)
-        tl.debug_barrier()
-        num_chunks = tl.cdiv(V, EPILOGUE_V)
-        for c in range(0, BLOCK_SIZE_V // EPILOGUE_V):
-            staged_chunk(
-                c, slot, r_loc, rows, row_ok, pid_v, num_chunks, V, col_offset, num_samples, seed_lo, seed_hi,
-                inv_temp, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
-                BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, RETURN_LSE, PAIRED, NOISE, EPILOGUE_V,
-            )  # fmt: skip
-        # A persistent program reuses its slot for the next tile: every chunk must be read first.
-        tl.debug_barrier()
-
-
-@device_function
-def staged_chunk(
-    c, slot, r_loc, rows, row_ok, pid_v, num_chunks, V, col_offset, num_samples, seed_lo, seed_hi, inv_temp,
-    part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
-    BLOCK_SIZE_B: tl.constexpr, BLOCK_SIZE_V: tl.constexpr, N_ROUNDS: tl.constexpr, RETURN_LSE: tl.constexpr,
-    PAIRED: tl.constexpr, NOISE: tl.constexpr, EPILOGUE_V: tl.constexpr,
-):  # fmt: skip
-    """Chunk ``c`` of a staged tile: reload ``EPILOGUE_V`` columns from the scratch slot and store
-    their candidate (candidate ``pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c`` of ``num_chunks``)."""
-    c_loc = c * EPILOGUE_V + tl.arange(0, EPILOGUE_V)
-    z = tl.load(slot + r_loc + c_loc[None, :])
-    chunk = pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c
-    ccols = pid_v * BLOCK_SIZE_V + c_loc
-    perturb_select_store(
-        z, rows, ccols, col_offset, row_ok & (chunk < num_chunks), ccols < V, inv_temp,
-        seed_lo.to(tl.uint32), seed_hi.to(tl.uint32), num_samples, chunk, num_chunks,
-        part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
-        BLOCK_SIZE_B, EPILOGUE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,
-    )  # fmt: skip
-
-
 @triton.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset", "num_samples"])
 def logits_stage1_kernel(
     z_ptr,
@@ -373,22 +312,19 @@ def launch_fused_stage1(
             hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles, col_offset=col_offset,
             return_lse=return_lse, n_rounds=n_rounds, noise=noise, upcast=upcast,
         )  # fmt: skip
-        if compiled is not None:
-            compiled.append(kernel)
-        return parts
-    grid = (triton.cdiv(B, tiles.block_b) * triton.cdiv(V, tiles.block_v),)
-    # The staged epilogue's scratch: one fp32 tile per program (B_pad * V_pad * 4 bytes).
-    scratch_numel = grid[0] * tiles.block_b * tiles.block_v if tiles.epilogue_v else 1
-    scratch = torch.empty(scratch_numel, dtype=torch.float32, device=hidden.device)
-    kernel = fused_stage1_kernel[grid](
-        hidden, weight, inv_temp, *parts, scratch,
-        B, V, D, col_offset, num_samples, seed_lo, seed_hi,
-        hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
-        BLOCK_SIZE_B=tiles.block_b, BLOCK_SIZE_V=tiles.block_v, BLOCK_SIZE_D=tiles.block_d,
-        UPCAST=upcast, INPUT_PRECISION="ieee" if upcast else "tf32", N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
-        PAIRED=col_offset % 2 == 0, NOISE=noise, EPILOGUE_V=tiles.epilogue_v,
-        num_warps=tiles.num_warps, num_stages=tiles.num_stages, **register_cap(tiles),
-    )  # fmt: skip
+    else:
+        grid = (triton.cdiv(B, tiles.block_b) * triton.cdiv(V, tiles.block_v),)
+        # The staged epilogue's scratch: one fp32 tile per program (B_pad * V_pad * 4 bytes).
+        scratch_numel = grid[0] * tiles.block_b * tiles.block_v if tiles.epilogue_v else 1
+        scratch = torch.empty(scratch_numel, dtype=torch.float32, device=hidden.device)
+        kernel = fused_stage1_kernel[grid](
+            hidden, weight, inv_temp, *parts, scratch,
+            B, V, D, col_offset, num_samples, seed_lo, seed_hi,
+            hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
+            BLOCK_SIZE_B=tiles.block_b, BLOCK_SIZE_V=tiles.block_v, BLOCK_SIZE_D=tiles.block_d,
+            UPCAST=upcast, INPUT_PRECISION="ieee" if upcast else "tf32", N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
+            PAIRED=col_offset % 2 == 0, NOISE=noise, EPILOGUE_V=tiles.epilogue_v, **tiles.launch_options(),
+        )  # fmt: skip
     if compiled is not None:
         compiled.append(kernel)
     return parts
@@ -412,6 +348,3 @@ def launch_logits_stage1(
         PAIRED=col_offset % 2 == 0, NOISE=noise,
     )  # fmt: skip
     return parts
-
-
-from .persistent import launch_persistent, tma_compatible  # noqa: E402  (persistent imports tile_epilogue)

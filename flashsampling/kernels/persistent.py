@@ -1,7 +1,7 @@
 """Stage 1, persistent: one program per SM walks the tiles, weights streamed by TMA descriptors.
 
 The same computation as :func:`~flashsampling.kernels.fused.fused_stage1_kernel` (same tiles, same
-epilogue :func:`~flashsampling.kernels.fused.tile_epilogue`, so the same candidates), arranged for
+epilogue :func:`~flashsampling.kernels.select.tile_epilogue`, so the same candidates), arranged for
 the Hopper memory system::
 
     for tile in range(program, num_tiles, NUM_PROGRAMS):      # flattened with the K loop
@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from .fused import register_cap, tile_epilogue
+from .select import tile_epilogue
 
 
 def tma_compatible(*tensors: torch.Tensor) -> bool:
@@ -74,7 +74,6 @@ def fused_persistent_kernel(
     NOISE: tl.constexpr,
     EPILOGUE_V: tl.constexpr,
     FLATTEN: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr,
 ):
     """Persistent ``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)``, fp32 accumulation."""
     program = tl.program_id(0)
@@ -82,7 +81,7 @@ def fused_persistent_kernel(
     num_v_tiles = tl.cdiv(V, BLOCK_SIZE_V)
     num_tiles = num_b_tiles * num_v_tiles
     k_tiles = tl.cdiv(D, BLOCK_SIZE_D)
-    for tile in tl.range(program, num_tiles, NUM_PROGRAMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
+    for tile in tl.range(program, num_tiles, NUM_PROGRAMS, flatten=FLATTEN):
         pid_b = tile % num_b_tiles
         pid_v = tile // num_b_tiles
         acc = tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.float32)
@@ -127,11 +126,12 @@ def _sm_count(index: int) -> int:
 
 def launch_persistent(
     hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles, *, col_offset, return_lse,
-    n_rounds, noise, upcast, flatten: bool = True, warp_specialize: bool = False,
+    n_rounds, noise, upcast, flatten: bool = True,
 ):  # fmt: skip
     """Launch :func:`fused_persistent_kernel` into the candidate buffers ``parts``; returns the
-    compiled kernel.  ``flatten`` and ``warp_specialize`` are the loop's compilation choices that
-    ``benchmarks/persistent_sweep.py`` compares (``warp_specialize`` changed nothing on the H200)."""
+    compiled kernel.  ``flatten=False`` compiles the tile and K loops separately (a benchmark
+    comparison; triton's ``warp_specialize`` was also tried and compiled to the same kernel on the
+    H200, so it is not offered)."""
     B, D = hidden.shape
     V = weight.shape[0]
     num_tiles = triton.cdiv(B, tiles.block_b) * triton.cdiv(V, tiles.block_v)
@@ -146,6 +146,5 @@ def launch_persistent(
         BLOCK_SIZE_B=tiles.block_b, BLOCK_SIZE_V=tiles.block_v, BLOCK_SIZE_D=tiles.block_d, NUM_PROGRAMS=progs,
         UPCAST=upcast, INPUT_PRECISION="ieee" if upcast else "tf32", N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
         PAIRED=col_offset % 2 == 0, NOISE=noise, EPILOGUE_V=tiles.epilogue_v, FLATTEN=flatten,
-        WARP_SPECIALIZE=warp_specialize,
-        num_warps=tiles.num_warps, num_stages=tiles.num_stages, **register_cap(tiles),
+        **tiles.launch_options(),
     )  # fmt: skip

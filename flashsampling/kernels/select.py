@@ -22,6 +22,11 @@ The same pass raises per-(row, tile) flags: bit 1 for a NaN or +inf logit (or -i
 tile's log-mass ``L = logsumexp_v(z / T)`` (fp32, max-shifted; the max of ``z`` for a greedy row) is
 written to ``lse[row, tile]`` in the same pass, for the grouped variants.  Stage 2
 (:mod:`.reduce`) reduces over tiles.
+
+:func:`tile_epilogue` is the whole epilogue of a stage-1 matmul tile (both the one-program-per-tile
+kernel of :mod:`.fused` and the persistent kernel of :mod:`.persistent` call it): the temperature,
+and either :func:`perturb_select_store` on the tile in registers or, staged through a scratch slot,
+on ``EPILOGUE_V``-wide column chunks.
 """
 
 from __future__ import annotations
@@ -171,3 +176,65 @@ def select_chunk(
     # The winner's key, for ties across chunks and tiles (a [BLOCK_SIZE_B] vector: cheap).
     key = tie_key(k0, k1, u_rows, idx.to(tl.uint32), c_smp.reshape([1]), N_ROUNDS)
     return m, idx, key
+
+
+@device_function
+def tile_epilogue(
+    acc, slot_id, pid_b, pid_v, num_v_tiles, B, V, col_offset, num_samples, seed_lo, seed_hi, inv_temp_ptr,
+    part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr, scratch_ptr,
+    BLOCK_SIZE_B: tl.constexpr, BLOCK_SIZE_V: tl.constexpr, N_ROUNDS: tl.constexpr, RETURN_LSE: tl.constexpr,
+    PAIRED: tl.constexpr, NOISE: tl.constexpr, EPILOGUE_V: tl.constexpr,
+):  # fmt: skip
+    """The epilogue of one ``[BLOCK_SIZE_B, BLOCK_SIZE_V]`` logit tile ``acc`` (rows from
+    ``pid_b * BLOCK_SIZE_B``, columns from ``pid_v * BLOCK_SIZE_V``): temperature, noise, the tile's
+    candidate(s).  With ``EPILOGUE_V`` the tile is staged through scratch slot ``slot_id`` (the
+    chunk loop unrolled or software-pipelined was measured no faster: benchmarks/NOTES.md)."""
+    rows = pid_b * BLOCK_SIZE_B + tl.arange(0, BLOCK_SIZE_B)
+    cols = pid_v * BLOCK_SIZE_V + tl.arange(0, BLOCK_SIZE_V)
+    row_ok = rows < B
+    col_ok = cols < V
+    inv_temp = tl.load(inv_temp_ptr + rows.to(tl.int64), mask=row_ok, other=1.0)
+    if EPILOGUE_V == 0:
+        perturb_select_store(
+            acc, rows, cols, col_offset, row_ok, col_ok, inv_temp, seed_lo.to(tl.uint32), seed_hi.to(tl.uint32),
+            num_samples, pid_v, num_v_tiles, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
+            BLOCK_SIZE_B, BLOCK_SIZE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,
+        )  # fmt: skip
+    else:
+        # Stage the tile through the scratch slot (it stays in L2) and run the epilogue on
+        # EPILOGUE_V-wide chunks, each its own candidate: chunk c of tile pid_v is candidate
+        # pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c of num_chunks.
+        slot = scratch_ptr + slot_id.to(tl.int64) * (BLOCK_SIZE_B * BLOCK_SIZE_V)
+        r_loc = tl.arange(0, BLOCK_SIZE_B)[:, None] * BLOCK_SIZE_V
+        tl.store(slot + r_loc + tl.arange(0, BLOCK_SIZE_V)[None, :], acc)
+        tl.debug_barrier()
+        num_chunks = tl.cdiv(V, EPILOGUE_V)
+        for c in range(0, BLOCK_SIZE_V // EPILOGUE_V):
+            staged_chunk(
+                c, slot, r_loc, rows, row_ok, pid_v, num_chunks, V, col_offset, num_samples, seed_lo, seed_hi,
+                inv_temp, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
+                BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, RETURN_LSE, PAIRED, NOISE, EPILOGUE_V,
+            )  # fmt: skip
+        # A persistent program reuses its slot for the next tile: every chunk must be read first.
+        tl.debug_barrier()
+
+
+@device_function
+def staged_chunk(
+    c, slot, r_loc, rows, row_ok, pid_v, num_chunks, V, col_offset, num_samples, seed_lo, seed_hi, inv_temp,
+    part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
+    BLOCK_SIZE_B: tl.constexpr, BLOCK_SIZE_V: tl.constexpr, N_ROUNDS: tl.constexpr, RETURN_LSE: tl.constexpr,
+    PAIRED: tl.constexpr, NOISE: tl.constexpr, EPILOGUE_V: tl.constexpr,
+):  # fmt: skip
+    """Chunk ``c`` of a staged tile: reload ``EPILOGUE_V`` columns from the scratch slot and store
+    their candidate (candidate ``pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c`` of ``num_chunks``)."""
+    c_loc = c * EPILOGUE_V + tl.arange(0, EPILOGUE_V)
+    z = tl.load(slot + r_loc + c_loc[None, :])
+    chunk = pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c
+    ccols = pid_v * BLOCK_SIZE_V + c_loc
+    perturb_select_store(
+        z, rows, ccols, col_offset, row_ok & (chunk < num_chunks), ccols < V, inv_temp,
+        seed_lo.to(tl.uint32), seed_hi.to(tl.uint32), num_samples, chunk, num_chunks,
+        part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
+        BLOCK_SIZE_B, EPILOGUE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,
+    )  # fmt: skip
