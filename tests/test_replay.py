@@ -35,6 +35,7 @@ TILES = [
     TileConfig(16, 32, 16),
     TileConfig(16, 64, 32, persistent=True),
     TileConfig(32, 128, 16, epilogue_v=32, persistent=True),
+    TileConfig(16, 64, 16, epilogue_v=8, persistent=True, interleave=True),
 ]
 
 
@@ -61,7 +62,11 @@ def compare_with_tolerance(tokens: np.ndarray, scores: np.ndarray, tol: np.ndarr
 
 
 @pytest.mark.parametrize(
-    "tiles", TILES, ids=lambda t: f"bb{t.block_b}-bv{t.block_v}-bd{t.block_d}-ev{t.epilogue_v}-p{int(t.persistent)}"
+    "tiles",
+    TILES,
+    ids=lambda t: (
+        f"bb{t.block_b}-bv{t.block_v}-bd{t.block_d}-ev{t.epilogue_v}-p{int(t.persistent)}-i{int(t.interleave)}"
+    ),
 )
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"B{s[0]}-V{s[1]}-D{s[2]}")
 def test_fused_kernel_replays_twin(shape, tiles, device):
@@ -69,7 +74,7 @@ def test_fused_kernel_replays_twin(shape, tiles, device):
     gen = torch.Generator().manual_seed(b * 1000 + v)
     h = torch.randn(b, d, generator=gen).to(torch.bfloat16)
     w = (torch.randn(v, d, generator=gen) * 0.5).to(torch.bfloat16)
-    seed, temp, s = 1234 + v, 0.8, 3
+    seed, temp, s = 1234 + v, 0.8, 1 if tiles.interleave else 3  # (the interleaved kernel: one sample)
     tokens = flashsampling.sample(h.to(device), w.to(device), temperature=temp, seed=seed, num_samples=s, tiles=tiles)
     z64 = target_logits(h, w)
     scores, _ = perturbed_float64(z64, temp, seed, s)
@@ -114,6 +119,8 @@ def test_tile_invariance(device):
     results = [flashsampling.sample(h, w, seed=77, num_samples=2, tiles=t).cpu() for t in TILES]
     for r in results[1:]:
         assert torch.equal(r, results[0])
+    one = [flashsampling.sample(h, w, seed=77, tiles=t).cpu() for t in (TILES[0], TILES[-1])]
+    assert torch.equal(one[0], one[1]) and torch.equal(one[0][:, 0], results[0][:, 0])
     z = h.float() @ w.float().T
     for bv in (16, 256):
         r = flashsampling.sample_from_logits(z, seed=77, num_samples=2, block_v=bv).cpu()

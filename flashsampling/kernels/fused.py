@@ -44,6 +44,7 @@ import triton
 import triton.language as tl
 
 from .._device import UPCAST_DOT
+from .interleaved import launch_interleaved
 from .persistent import launch_persistent, tma_compatible
 from .select import perturb_select_store, tile_epilogue
 
@@ -67,6 +68,15 @@ class TileConfig:
     #: Cap on registers per thread (the compiler's ``maxnreg``), e.g. 128 so that two 8-warp programs
     #: share an SM and one's epilogue runs under the other's matmul; ``None``: the compiler's choice.
     max_registers: int | None = None
+    #: With ``persistent`` and ``epilogue_v``: run each tile's epilogue, in ``epilogue_v``-wide pieces,
+    #: inside the next tile's K loop (:mod:`.interleaved`; one candidate per ``block_v`` tile), for
+    #: one sample per row without log-masses; the other calls use the persistent kernel.
+    interleave: bool = False
+    #: On an sm_90 GPU, with 16-bit inputs that TMA can read, one sample and no log-masses: the
+    #: warp-specialized Gluon kernel of :mod:`.pingpong` (two MMA warp groups take turns, each one's
+    #: epilogue under the other's matmul; ``max_registers`` is the consumer groups' register budget).
+    #: Elsewhere the Triton kernels run with the same tiles.
+    warp_specialized: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_b", "block_v", "block_d"):
@@ -75,8 +85,15 @@ class TileConfig:
             if v < 16 or v & (v - 1):
                 raise ValueError(f"TileConfig.{name}={v} must be a power of two >= 16")
         ev = self.epilogue_v
-        if ev and (ev < 16 or ev & (ev - 1) or ev > self.block_v):
-            raise ValueError(f"TileConfig.epilogue_v={ev} must be 0 or a power of two in [16, block_v]")
+        if ev and (ev < 4 or ev & (ev - 1) or ev > self.block_v):
+            raise ValueError(f"TileConfig.epilogue_v={ev} must be 0 or a power of two in [4, block_v]")
+        if self.interleave and not (self.persistent and ev):
+            raise ValueError("TileConfig.interleave=True needs persistent=True and epilogue_v > 0")
+        if self.warp_specialized and (self.block_b % 64 or ev < 8 or self.block_v > 256):
+            raise ValueError(
+                f"TileConfig.warp_specialized=True needs block_b a multiple of 64 (got {self.block_b}), "
+                f"epilogue_v >= 8 (got {ev}) and block_v <= 256 (got {self.block_v})"
+            )
         if self.max_registers is not None and not 32 <= self.max_registers <= 255:
             raise ValueError(f"TileConfig.max_registers={self.max_registers} must be None or in [32, 255]")
 
@@ -304,10 +321,26 @@ def launch_fused_stage1(
     """
     B, D = hidden.shape
     V = weight.shape[0]
-    T = triton.cdiv(V, tiles.candidate_v)
+    persistent = tiles.persistent and tma_compatible(hidden, weight)
+    one_sample = num_samples == 1 and not return_lse
+    pingpong = tiles.warp_specialized and one_sample and _pingpong_supported(hidden, weight, col_offset)
+    interleaved = not pingpong and persistent and tiles.interleave and one_sample
+    T = triton.cdiv(V, tiles.block_v if interleaved or pingpong else tiles.candidate_v)
     parts = allocate_partials(B, num_samples, T, hidden.device, return_lse)
     upcast = UPCAST_DOT or hidden.dtype == torch.float32 or weight.dtype == torch.float32
-    if tiles.persistent and tma_compatible(hidden, weight):
+    if pingpong:
+        from .pingpong import launch_pingpong
+
+        kernel = launch_pingpong(
+            hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset=col_offset, n_rounds=n_rounds,
+            noise=noise,
+        )  # fmt: skip
+    elif interleaved:
+        kernel = launch_interleaved(
+            hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset=col_offset, n_rounds=n_rounds,
+            noise=noise, upcast=upcast,
+        )  # fmt: skip
+    elif persistent:
         kernel = launch_persistent(
             hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles, col_offset=col_offset,
             return_lse=return_lse, n_rounds=n_rounds, noise=noise, upcast=upcast,
@@ -328,6 +361,16 @@ def launch_fused_stage1(
     if compiled is not None:
         compiled.append(kernel)
     return parts
+
+
+def _pingpong_supported(hidden: torch.Tensor, weight: torch.Tensor, col_offset: int) -> bool:
+    """Whether the Gluon kernel of :mod:`.pingpong` can run these inputs (imported only then: it
+    needs a compiled, sm_90 setting)."""
+    if UPCAST_DOT or not hidden.is_cuda or torch.cuda.get_device_capability(hidden.device)[0] != 9:
+        return False
+    from .pingpong import pingpong_supported
+
+    return pingpong_supported(hidden, weight, col_offset)
 
 
 def launch_logits_stage1(

@@ -44,6 +44,32 @@ FLAG_BAD_TEMPERATURE = 8
 
 
 @device_function
+def scores_and_flags(z, row_ok, col_ok, inv_temp, ALLOW_NEG_INF: tl.constexpr):
+    """The unperturbed scores of a ``[rows, cols]`` block of fp32 logits and its per-row flags.
+
+    Returns ``(base, flag, greedy)``: ``base = z * inv_temp`` (``z`` itself for a greedy row,
+    ``inv_temp == 0``) and ``-inf`` outside the valid rows and columns; ``flag`` per row, bit 1 for a
+    NaN or +inf logit (or -inf unless ``ALLOW_NEG_INF``), bit 2 for ``z / T`` overflowing float32;
+    ``greedy`` per row.
+    """
+    valid = row_ok[:, None] & col_ok[None, :]
+    greedy = inv_temp == 0.0
+    scaled = z * inv_temp[:, None]
+    is_nan = z != z
+    pos_inf = z == float("inf")
+    neg_inf = z == float("-inf")
+    if ALLOW_NEG_INF:
+        bad = is_nan | pos_inf
+    else:
+        bad = is_nan | pos_inf | neg_inf
+    overflow = ((scaled == float("inf")) | (scaled == float("-inf"))) & ~(pos_inf | neg_inf) & ~greedy[:, None]
+    flag = tl.where(valid & bad, 1, 0) | tl.where(valid & overflow, 2, 0)
+    flag = tl.max(flag, axis=1)
+    base = tl.where(valid, tl.where(greedy[:, None], z, scaled), float("-inf"))
+    return base, flag, greedy
+
+
+@device_function
 def perturb_select_store(
     z,
     rows,
@@ -71,24 +97,10 @@ def perturb_select_store(
     NOISE: tl.constexpr,
 ):
     """``(B_tile, V_tile)`` fp32 logits -> per (row, sample) the tile's max score, its key and its index."""
-    valid = row_ok[:, None] & col_ok[None, :]
-    greedy = inv_temp == 0.0
-    scaled = z * inv_temp[:, None]
-    is_nan = z != z
-    pos_inf = z == float("inf")
-    neg_inf = z == float("-inf")
-    if ALLOW_NEG_INF:
-        bad = is_nan | pos_inf
-    else:
-        bad = is_nan | pos_inf | neg_inf
-    overflow = ((scaled == float("inf")) | (scaled == float("-inf"))) & ~(pos_inf | neg_inf) & ~greedy[:, None]
-    flag = tl.where(valid & bad, 1, 0) | tl.where(valid & overflow, 2, 0)
-    flag = tl.max(flag, axis=1)
+    base, flag, greedy = scores_and_flags(z, row_ok, col_ok, inv_temp, ALLOW_NEG_INF)
     rows64 = rows.to(tl.int64)
     tl.store(flag_ptr + rows64 * num_v_tiles + pid_v, flag, mask=row_ok)
 
-    # The tile's unperturbed scores: z / T (z for a greedy row), -inf outside the tile.
-    base = tl.where(valid, tl.where(greedy[:, None], z, scaled), float("-inf"))
     if RETURN_LSE:
         # The tile's log-mass L = logsumexp(z / T) over its valid tokens (max z for a greedy row).
         m_l = tl.max(base, axis=1)
@@ -129,6 +141,32 @@ def select_chunk(
 ):
     """Perturb the ``[BLOCK_SIZE_B, WIDTH]`` scores ``base`` (global columns from ``chunk_start``) and
     return per row ``(max score, global index, tie-break key)`` of the winner."""
+    m, pos = select_chunk_position(
+        base, noisy, u_rows, c_smp, chunk_start, k0, k1, BLOCK_SIZE_B, WIDTH, N_ROUNDS, PAIRED, NOISE
+    )
+    idx = chunk_start + pos.to(tl.int64)
+    # The winner's key, for ties across chunks and tiles (a [BLOCK_SIZE_B] vector: cheap).
+    key = tie_key(k0, k1, u_rows, idx.to(tl.uint32), c_smp.reshape([1]), N_ROUNDS)
+    return m, idx, key
+
+
+@device_function
+def select_chunk_position(
+    base,
+    noisy,
+    u_rows,
+    c_smp,
+    chunk_start,
+    k0,
+    k1,
+    BLOCK_SIZE_B: tl.constexpr,
+    WIDTH: tl.constexpr,
+    N_ROUNDS: tl.constexpr,
+    PAIRED: tl.constexpr,
+    NOISE: tl.constexpr,
+):
+    """Per row of the perturbed ``[BLOCK_SIZE_B, WIDTH]`` scores: ``(max score, position in the
+    chunk)`` of the winner, exact float32 ties at the top broken by the larger tie-break key."""
     c_row = u_rows[:, None]
     if PAIRED:
         # Tokens (2p, 2p + 1) share Philox block p: split the chunk into its even and odd columns.
@@ -172,10 +210,7 @@ def select_chunk(
         if tl.max(n_hit, axis=0) > 1:
             kk = tl.where(hit, tie_key(k0, k1, c_row, gidx, c_smp, N_ROUNDS), 0)
             pos = tl.where(n_hit > 1, tl.argmax(kk, axis=1), pos)
-    idx = chunk_start + pos.to(tl.int64)
-    # The winner's key, for ties across chunks and tiles (a [BLOCK_SIZE_B] vector: cheap).
-    key = tie_key(k0, k1, u_rows, idx.to(tl.uint32), c_smp.reshape([1]), N_ROUNDS)
-    return m, idx, key
+    return m, pos
 
 
 @device_function

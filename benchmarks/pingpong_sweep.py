@@ -1,0 +1,162 @@
+"""The warp-specialized Gluon stage 1 (flashsampling/kernels/pingpong.py) on the H200: check, then time.
+
+``python benchmarks/pingpong_sweep.py --out benchmarks/results/pingpong_sweep_h200.json``
+
+Checks (small shapes, then every timed shape): the Gluon kernel's candidates against the unstaged
+Triton kernel with the same 128-column tiles (indices, scores, flags), exact float32 ties from
+repeated weight rows, and the tokens of the shipped defaults.  Timing (``do_bench`` medians, one
+process): cuBLAS ``h @ W.T``, the shipped defaults, and the Gluon kernel over ring depths, epilogue
+chunk widths and tile shapes, with and without noise.  Results are written after every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from flashsampling import TileConfig  # noqa: E402
+from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
+from flashsampling.kernels.reduce import reduce_tiles  # noqa: E402
+
+# (block_b, block_v, block_d, num_stages, epilogue_v, consumer registers)
+CONFIGS = {
+    64: [(64, 128, 64, 6, 16, 232), (64, 256, 64, 4, 16, 232), (128, 128, 64, 6, 16, 232)],
+    128: [(128, 128, 64, 4, 16, 232), (128, 128, 64, 6, 16, 232), (128, 128, 64, 6, 8, 232), (64, 256, 64, 4, 16, 232)],
+    256: [(128, 128, 64, 4, 16, 232), (128, 128, 64, 6, 16, 232), (128, 128, 64, 6, 8, 232), (64, 256, 64, 4, 16, 232)],
+}
+
+
+def ws_tiles(bb, bv, bd, stages, ev, regs) -> TileConfig:
+    return TileConfig(bb, bv, bd, num_warps=4, num_stages=stages, epilogue_v=ev, max_registers=regs,
+                      warp_specialized=True)  # fmt: skip
+
+
+def bench(fn) -> float:
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+def compare_candidates(h, w, inv, tiles, ref_tiles, col_offset=0) -> dict:
+    """Candidates of ``tiles`` (Gluon) against ``ref_tiles`` (unstaged Triton, same block_v)."""
+    V = w.shape[0]
+    ks = []
+    a = launch_fused_stage1(h, w, inv, 11, 12, 1, tiles, col_offset=col_offset, compiled=ks)
+    b = launch_fused_stage1(h, w, inv, 11, 12, 1, ref_tiles, col_offset=col_offset)
+    ta, tb = reduce_tiles(*a[:4], V)[0], reduce_tiles(*b[:4], V)[0]
+    torch.cuda.synchronize()
+    return {
+        "kernel": getattr(ks[0], "name", "?"),
+        "n_regs": getattr(ks[0], "n_regs", None),
+        "n_spills": getattr(ks[0], "n_spills", None),
+        "idx_agree": float((a[2] == b[2]).float().mean()),
+        "max_abs_diff": float((a[0] - b[0]).abs().max()),
+        "flags_equal": bool(torch.equal(a[3], b[3])),
+        "token_agree": float((ta == tb).float().mean()),
+    }
+
+
+def checks(dev) -> list:
+    out = []
+    gen = torch.Generator(device=dev).manual_seed(1)
+    ref = TileConfig(128, 128, 64, num_warps=8, num_stages=3)
+    for B, V, D in [(37, 1000, 256), (128, 5000, 512), (256, 3001, 192), (1, 515, 64), (300, 2000, 128)]:
+        h = torch.randn(B, D, device=dev, generator=gen).to(torch.bfloat16)
+        w = (torch.randn(V, D, device=dev, generator=gen) * 0.3).to(torch.bfloat16)
+        inv = torch.linspace(0.0, 2.0, B, device=dev)
+        rec = {"shape": [B, V, D], **compare_candidates(h, w, inv, ws_tiles(128, 128, 64, 4, 16, 232), ref)}
+        out.append(rec)
+        print(rec, flush=True)
+    # Several tiles per program (the two consumer groups take turns): 1, 2 and 3 programs.
+    from flashsampling.kernels.fused import allocate_partials
+    from flashsampling.kernels.pingpong import launch_pingpong
+
+    h = torch.randn(256, 192, device=dev, generator=gen).to(torch.bfloat16)
+    w = (torch.randn(3001, 192, device=dev, generator=gen) * 0.3).to(torch.bfloat16)
+    inv = torch.linspace(0.0, 2.0, 256, device=dev)
+    b = launch_fused_stage1(h, w, inv, 11, 12, 1, ref)
+    for progs in (1, 2, 3, 7):
+        a = allocate_partials(256, 1, b[0].shape[-1], dev)
+        launch_pingpong(h, w, inv, a, 11, 12, ws_tiles(128, 128, 64, 4, 16, 232), col_offset=0, n_rounds=10,
+                        noise=True, programs=progs)  # fmt: skip
+        torch.cuda.synchronize()
+        rec = {"shape": [256, 3001, 192], "programs": progs, "idx_agree": float((a[2] == b[2]).float().mean()),
+               "max_abs_diff": float((a[0] - b[0]).abs().max()),
+               "flags_equal": bool(torch.equal(a[3], b[3]))}  # fmt: skip
+        out.append(rec)
+        print(rec, flush=True)
+    # Exact ties: 8 weight rows repeated, greedy rows tie at their max.
+    h = torch.randn(64, 64, device=dev, generator=gen).to(torch.bfloat16)
+    w = torch.randn(8, 64, device=dev, generator=gen).to(torch.bfloat16).repeat(300, 1)
+    inv = torch.where(torch.arange(64, device=dev) % 2 == 0, 0.0, 1.0)
+    rec = {"shape": "ties", **compare_candidates(h, w, inv, ws_tiles(128, 128, 64, 4, 16, 232), ref)}
+    out.append(rec)
+    print(rec, flush=True)
+    # NaN row: flagged in both.
+    h[3, 5] = float("nan")
+    rec = {"shape": "nan", **compare_candidates(h, w, inv, ws_tiles(128, 128, 64, 4, 16, 232), ref)}
+    out.append(rec)
+    print(rec, flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--batches", default="256,128,64")
+    ap.add_argument("--V", type=int, default=151936)
+    ap.add_argument("--D", type=int, default=4096)
+    args = ap.parse_args()
+    dev = torch.device("cuda")
+    out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
+           "V": args.V, "D": args.D, "rows": []}  # fmt: skip
+    try:
+        out["checks"] = checks(dev)
+    except Exception as e:  # noqa: BLE001
+        out["checks"] = {"error": "".join(traceback.format_exception(e))[-3000:]}
+        print(out["checks"]["error"], flush=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    V, D = args.V, args.D
+    gen = torch.Generator(device=dev).manual_seed(0)
+    w = (torch.randn(V, D, device=dev, generator=gen) * 0.02).to(torch.bfloat16)
+    for B in [int(b) for b in args.batches.split(",")]:
+        h = torch.randn(B, D, device=dev, generator=gen).to(torch.bfloat16)
+        inv = torch.full((B,), 1.0, device=dev)
+        row = {"B": B, "cublas_bf16": bench(lambda h=h: h @ w.T)}
+        t = default_tiles(B, V, D)
+
+        def run(tc, h=h, inv=inv, **kw):
+            return reduce_tiles(*launch_fused_stage1(h, w, inv, 5, 7, 1, tc, **kw)[:4], V)[0]
+
+        ref = run(t)
+        row["default"] = bench(lambda t=t: run(t))
+        row["default_no_noise"] = bench(lambda t=t: run(t, noise=False))
+        for cfg in CONFIGS.get(B, []):
+            name = "ws/" + "x".join(map(str, cfg))
+            try:
+                tc = ws_tiles(*cfg)
+                t0 = time.time()
+                ks = []
+                tok = reduce_tiles(*launch_fused_stage1(h, w, inv, 5, 7, 1, tc, compiled=ks)[:4], V)[0]
+                torch.cuda.synchronize()
+                rec = {"compile_s": round(time.time() - t0, 1), "kernel": ks[0].name, "n_regs": ks[0].n_regs,
+                       "n_spills": ks[0].n_spills, "agree": float((tok == ref).float().mean())}  # fmt: skip
+                rec["ms"] = bench(lambda tc=tc: run(tc))
+                rec["ms_no_noise"] = bench(lambda tc=tc: run(tc, noise=False))
+                row[name] = rec
+            except Exception as e:  # noqa: BLE001
+                row[name] = {"error": "".join(traceback.format_exception_only(e))[-1500:]}
+            print(B, name, row[name], flush=True)
+        print({k: v for k, v in row.items() if not isinstance(v, dict)}, flush=True)
+        out["rows"].append(row)
+        Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+"""Stage 1 on Hopper, warp-specialized: two MMA warp groups take turns, so noise hides under the matmul.
+
+The Triton kernels run a tile's matmul and its epilogue (noise, max) one after the other on the same
+warps, and the tensor cores idle during the epilogue.  This Gluon kernel splits each persistent
+program (one per SM) into three partitions that synchronize through mbarriers:
+
+* a **loader** warp streams ``h[rows, k:k+BK]`` and ``W[cols, k:k+BK]`` by TMA into a ring of
+  ``STAGES`` shared-memory slots, in the order of the program's tiles;
+* two **consumer** warp groups (4 warps each) own alternate tiles of the program.  Each one waits
+  for its tile's slots, runs the K loop on the tensor cores (``warpgroup_mma``, accumulator in
+  registers), releases the slots, then runs the epilogue -- while the other consumer's K loop runs
+  on the tensor cores (the ring hands the slots over in tile order, so the two K loops never
+  overlap and the two epilogues each overlap the other group's matmul: "ping-pong").
+
+The epilogue is the one of :mod:`.select` on ``EV``-wide column chunks: each thread writes its own
+accumulator registers to a per-consumer scratch slot and reads back, chunk by chunk, exactly the
+elements it wrote (the chunk's NVMMA layout maps the same columns to the same thread), so no
+barrier is needed; the chunks merge in registers into one candidate per (row, tile) by stage 2's
+rule, as in :mod:`.interleaved`.  The noise is the same Philox stream (``philox4x32`` and
+``exponential_from_bits`` of :mod:`flashsampling.noise`, compiled by Gluon), so the candidates equal
+those of the unstaged Triton kernel with ``block_v = BN`` up to the accumulation order of the fp32
+logits.
+
+Scope: one sample per row, no log-masses, a shard starting on an even column (token pairs share a
+Philox block), bf16/fp16 inputs that TMA can read, compiled on sm_90.  The caller
+(:func:`~flashsampling.kernels.fused.launch_fused_stage1`) falls back to the Triton kernels otherwise.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from ..noise import exponential_from_bits, philox4x32
+from .persistent import num_programs
+
+#: Registers per thread at launch: 12 warps (two consumer groups, the loader's group) share 64K.
+#: The loader gives back all but 24; the consumers take ``CONSUMER_REGS`` (default 232) and the rest.
+MAX_REGISTERS = 168
+
+_philox = gluon.jit(philox4x32.fn)
+_exponential = gluon.jit(exponential_from_bits.fn)
+
+
+@gluon.jit
+def _tie_key(k0, k1, row, index, N_ROUNDS: gl.constexpr):
+    """:func:`flashsampling.noise.tie_key` of sample 0, for uint32 tensors ``row`` and ``index``."""
+    zero = index * 0
+    w0, w1, w2, w3 = _philox(index, row, zero, zero + 3, k0, k1, N_ROUNDS)
+    return w0 | 1
+
+
+@gluon.jit
+def _load_partition(h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM: gl.constexpr, BN: gl.constexpr,
+                    BK: gl.constexpr, STAGES: gl.constexpr, NUM_PROGRAMS: gl.constexpr):  # fmt: skip
+    """The loader warp: every K block of every tile of this program, in order, into the ring."""
+    program = gl.program_id(0)
+    num_b_tiles = gl.cdiv(B, BM)
+    num_tiles = num_b_tiles * gl.cdiv(V, BN)
+    k_tiles = gl.cdiv(D, BK)
+    it = 0
+    for tile in range(program, num_tiles, NUM_PROGRAMS):
+        pid_b = tile % num_b_tiles
+        pid_v = tile // num_b_tiles
+        for ki in range(k_tiles):
+            s = it % STAGES
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            mbarrier.expect(ready.index(s), h_desc.block_type.nbytes + w_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(h_desc, [pid_b * BM, ki * BK], ready.index(s), a_bufs.index(s))
+            tma.async_copy_global_to_shared(w_desc, [pid_v * BN, ki * BK], ready.index(s), b_bufs.index(s))
+            it += 1
+
+
+@gluon.jit
+def _chunk_select(slot, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run_m, run_pos, run_flag,
+                  BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
+                  NOISE: gl.constexpr):  # fmt: skip
+    """Chunk ``c`` (columns ``c * EV`` on) of the staged tile: perturb, each row's winner, merged
+    into the running ``(run_m, run_pos, run_flag)`` of the tile (positions within the tile)."""
+    cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
+    r = gl.arange(0, BM, layout=gl.SliceLayout(1, cl))
+    cc = gl.arange(0, EV, layout=gl.SliceLayout(0, cl))
+    z = gl.load(slot + r[:, None] * BN + (c * EV + cc)[None, :])
+    rows = pid_b * BM + r
+    row_ok = rows < B
+    inv_temp = gl.load(inv_temp_ptr + rows.to(gl.int64), mask=row_ok, other=1.0)
+    col_ok = pid_v * BN + c * EV + cc < V
+    valid = row_ok[:, None] & col_ok[None, :]
+    greedy = inv_temp == 0.0
+    scaled = z * inv_temp[:, None]
+    is_nan = z != z
+    inf_z = (z == float("inf")) | (z == float("-inf"))
+    overflow = ((scaled == float("inf")) | (scaled == float("-inf"))) & ~inf_z & ~greedy[:, None]
+    flag = gl.where(valid & (is_nan | inf_z), 1, 0) | gl.where(valid & overflow, 2, 0)
+    base = gl.where(valid, gl.where(greedy[:, None], z, scaled), float("-inf"))
+    # Tile positions and rows as full tensors, split with the scores into even and odd columns
+    # (a token pair lives in one thread: no data moves).
+    pos_full = gl.zeros([BM, EV], gl.int32, cl) + (c * EV + cc)[None, :]
+    row_full = gl.zeros([BM, EV], gl.int32, cl) + rows[:, None]
+    noisy_full = gl.zeros([BM, EV], gl.int32, cl) + gl.where(greedy, 0, 1)[:, None]
+    b_even, b_odd = gl.split(gl.reshape(base, [BM, EV // 2, 2]))
+    p_even, p_odd = gl.split(gl.reshape(pos_full, [BM, EV // 2, 2]))
+    r_even, r_odd = gl.split(gl.reshape(row_full, [BM, EV // 2, 2]))
+    n_even, n_odd = gl.split(gl.reshape(noisy_full, [BM, EV // 2, 2]))
+    tile_start = col_offset + pid_v * BN  # even: a pair never straddles two chunks
+    if NOISE:
+        pair = ((tile_start + p_even) // 2).to(gl.uint32)
+        zero = pair * 0
+        w0, w1, w2, w3 = _philox(pair, r_even.to(gl.uint32), zero, zero, k0, k1, N_ROUNDS)
+        s_even = gl.where(n_even != 0, b_even - gl.log(_exponential(w0, w1)), b_even)
+        s_odd = gl.where(n_odd != 0, b_odd - gl.log(_exponential(w2, w3)), b_odd)
+    else:
+        s_even = b_even
+        s_odd = b_odd
+    m = gl.maximum(gl.max(s_even, axis=1), gl.max(s_odd, axis=1))
+    finite = m > float("-inf")
+    hit_even = (s_even == m[:, None]) & finite[:, None]
+    hit_odd = (s_odd == m[:, None]) & finite[:, None]
+    big = BN * 2
+    pos = gl.minimum(gl.min(gl.where(hit_even, p_even, big), axis=1), gl.min(gl.where(hit_odd, p_odd, big), axis=1))
+    pos = gl.where(finite, pos, c * EV)  # an all -inf chunk: its first column, as in the Triton kernels
+    n_hit = gl.sum(hit_even.to(gl.int32) + hit_odd.to(gl.int32), axis=1)
+    if gl.max(n_hit, axis=0) > 1:
+        # An exact float32 tie at the top of some row (rare): the larger tie-break key wins.
+        key_even = _tie_key(k0, k1, r_even.to(gl.uint32), (tile_start + p_even).to(gl.uint32), N_ROUNDS)
+        key_odd = _tie_key(k0, k1, r_odd.to(gl.uint32), (tile_start + p_odd).to(gl.uint32), N_ROUNDS)
+        k_even = gl.where(hit_even, key_even, 0)
+        k_odd = gl.where(hit_odd, key_odd, 0)
+        best = gl.maximum(gl.max(k_even, axis=1), gl.max(k_odd, axis=1))
+        tie_even = gl.min(gl.where(hit_even & (k_even == best[:, None]), p_even, big), axis=1)
+        tie_odd = gl.min(gl.where(hit_odd & (k_odd == best[:, None]), p_odd, big), axis=1)
+        pos = gl.where(n_hit > 1, gl.minimum(tie_even, tie_odd), pos)
+    # Merge with the earlier chunks of the tile (stage 2's rule: larger score, then larger key).
+    m = gl.convert_layout(m, run_m.type.layout)
+    pos = gl.convert_layout(pos, run_pos.type.layout)
+    flag = gl.convert_layout(gl.max(flag, axis=1), run_flag.type.layout)
+    better = m > run_m
+    tie = (m == run_m) & (m > float("-inf"))
+    if gl.max(tie.to(gl.int32), axis=0) > 0:
+        rr = (pid_b * BM + gl.arange(0, BM, layout=run_m.type.layout)).to(gl.uint32)
+        k_new = _tie_key(k0, k1, rr, (tile_start + pos).to(gl.uint32), N_ROUNDS)
+        k_old = _tie_key(k0, k1, rr, (tile_start + run_pos).to(gl.uint32), N_ROUNDS)
+        better = better | (tie & (k_new > k_old))
+    return gl.where(better, m, run_m), gl.where(better, pos, run_pos), run_flag | flag
+
+
+@gluon.jit
+def _tile_epilogue(acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
+                   part_key_ptr, part_idx_ptr, flag_ptr, BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr,
+                   N_ROUNDS: gl.constexpr, NOISE: gl.constexpr):  # fmt: skip
+    """Stage the accumulator in the consumer's scratch slot (each thread its own elements), run the
+    chunks, store the tile's candidate and flags."""
+    mma: gl.constexpr = acc.type.layout
+    vec: gl.constexpr = gl.SliceLayout(1, gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                                    instr_shape=[16, EV, 16]))  # fmt: skip
+    r_acc = gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
+    c_acc = gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
+    gl.store(slot + r_acc[:, None] * BN + c_acc[None, :], acc)
+    run_m = gl.full([BM], float("-inf"), gl.float32, vec)
+    run_pos = gl.zeros([BM], gl.int32, vec)
+    run_flag = gl.zeros([BM], gl.int32, vec)
+    for c in range(0, BN // EV):
+        run_m, run_pos, run_flag = _chunk_select(
+            slot, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run_m, run_pos, run_flag,
+            BM, BN, EV, N_ROUNDS, NOISE,
+        )  # fmt: skip
+    rows = pid_b * BM + gl.arange(0, BM, layout=vec)
+    row_ok = rows < B
+    idx = col_offset + pid_v.to(gl.int64) * BN + run_pos
+    key = _tie_key(k0, k1, rows.to(gl.uint32), idx.to(gl.uint32), N_ROUNDS)
+    off = rows.to(gl.int64) * num_v_tiles + pid_v
+    gl.store(part_max_ptr + off, run_m, mask=row_ok)
+    gl.store(part_key_ptr + off, key.to(gl.int64), mask=row_ok)
+    gl.store(part_idx_ptr + off, idx, mask=row_ok)
+    gl.store(flag_ptr + off, run_flag, mask=row_ok)
+
+
+@gluon.jit
+def _consumer_partition(a_bufs, b_bufs, ready, empty, turn, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr,
+                        flag_ptr, scratch_ptr, B, V, D, col_offset, seed_lo, seed_hi, CONSUMER: gl.constexpr,
+                        BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                        NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
+                        NOISE: gl.constexpr, DEBUG: gl.constexpr):  # fmt: skip
+    """One consumer warp group: the K loop and the epilogue of tiles CONSUMER, CONSUMER + 2, ... of
+    this program."""
+    program = gl.program_id(0)
+    num_b_tiles = gl.cdiv(B, BM)
+    num_v_tiles = gl.cdiv(V, BN)
+    num_tiles = num_b_tiles * num_v_tiles
+    k_tiles = gl.cdiv(D, BK)
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
+    slot = scratch_ptr + (program * 2 + CONSUMER).to(gl.int64) * (BM * BN)
+    k0 = seed_lo.to(gl.uint32)
+    k1 = seed_hi.to(gl.uint32)
+    for tile in range(program + CONSUMER * NUM_PROGRAMS, num_tiles, 2 * NUM_PROGRAMS):
+        pid_b = tile % num_b_tiles
+        pid_v = tile // num_b_tiles
+        i = (tile - program) // NUM_PROGRAMS  # the tile's place in this program's list
+        it0 = i * k_tiles  # its first slot use in the ring
+        # Our turn on the tensor cores: the other group has waited for every slot of tile i - 1, so
+        # the slots of tile i are at most one phase ahead of us (the parity waits below are exact).
+        mbarrier.wait(turn.index(CONSUMER), ((i // 2) - 1 + CONSUMER) & 1, pred=i > 0)
+        acc = gl.zeros([BM, BN], gl.float32, mma)
+        for ki in range(k_tiles):
+            it = it0 + ki
+            s = it % STAGES
+            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s).permute((1, 0)), acc, is_async=True)
+            # At most one MMA in flight: the previous K block's slot is free again.
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ki > 0)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(empty.index((it0 + k_tiles - 1) % STAGES), count=1)
+        mbarrier.arrive(turn.index(1 - CONSUMER), count=1)
+        # The epilogue, while the other consumer's K loop runs.
+        if DEBUG != 1:
+            _tile_epilogue(
+                acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
+                part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
+            )  # fmt: skip
+
+
+@gluon.jit
+def _consumer_default(args, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                      NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
+                      NOISE: gl.constexpr, DEBUG: gl.constexpr):  # fmt: skip
+    """Consumer 0 (the default partition: the kernel's own 4 warps)."""
+    _consumer_partition(*args, 0, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, DEBUG)
+
+
+@gluon.jit
+def _consumer_worker(args, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                     NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
+                     NOISE: gl.constexpr, DEBUG: gl.constexpr):  # fmt: skip
+    """Consumer 1 (a 4-warp worker partition)."""
+    _consumer_partition(*args, 1, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, DEBUG)
+
+
+@gluon.jit
+def _loader_worker(h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM: gl.constexpr, BN: gl.constexpr,
+                   BK: gl.constexpr, STAGES: gl.constexpr, NUM_PROGRAMS: gl.constexpr):  # fmt: skip
+    _load_partition(h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS)
+
+
+@gluon.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset"])
+def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
+                          scratch_ptr, B, V, D, col_offset, seed_lo, seed_hi, STAGES: gl.constexpr,
+                          NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr, NOISE: gl.constexpr,
+                          CONSUMER_REGS: gl.constexpr, DEBUG: gl.constexpr = 0):  # fmt: skip
+    """Persistent, warp-specialized ``(B,D) @ (D,V) -> per (row, BN tile) argmax(z / T + G)``."""
+    BM: gl.constexpr = h_desc.block_type.shape[0]
+    BK: gl.constexpr = h_desc.block_type.shape[1]
+    BN: gl.constexpr = w_desc.block_type.shape[0]
+    a_bufs = gl.allocate_shared_memory(h_desc.dtype, [STAGES] + h_desc.block_type.shape, h_desc.layout)
+    b_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    for i in gl.static_range(2):
+        mbarrier.init(turn.index(i), count=1)
+    args = (a_bufs, b_bufs, ready, empty, turn, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
+            scratch_ptr, B, V, D, col_offset, seed_lo, seed_hi)  # fmt: skip
+    gl.warp_specialize(
+        [
+            (_consumer_default, (args, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, DEBUG)),
+            (_consumer_worker, (args, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, DEBUG)),
+            (
+                _loader_worker,
+                (h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS),
+            ),  # fmt: skip
+        ],
+        [4, 1],
+        [CONSUMER_REGS, 24],
+    )
+
+
+def pingpong_supported(hidden: torch.Tensor, weight: torch.Tensor, col_offset: int) -> bool:
+    """Whether :func:`launch_pingpong` can run these inputs: compiled on an sm_90 GPU, 16-bit inputs
+    of one dtype that TMA can read, an even column offset."""
+    from .._device import INTERPRET
+    from .persistent import tma_compatible
+
+    return (
+        not INTERPRET
+        and hidden.is_cuda
+        and torch.cuda.get_device_capability(hidden.device)[0] == 9
+        and hidden.dtype in (torch.bfloat16, torch.float16)
+        and weight.dtype == hidden.dtype
+        and col_offset % 2 == 0
+        and tma_compatible(hidden, weight)
+    )
+
+
+def launch_pingpong(
+    hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, col_offset, n_rounds, noise, programs=None, debug=0,
+):  # fmt: skip
+    """Launch :func:`fused_pingpong_kernel` (``tiles``: block_b x block_v tiles, block_d K blocks,
+    ``num_stages`` ring slots, ``epilogue_v`` chunks, ``max_registers`` per consumer thread) into the
+    candidate buffers ``parts`` (one candidate per ``block_v`` tile); returns the compiled kernel."""
+    B, D = hidden.shape
+    V = weight.shape[0]
+    bm, bn, bk = tiles.block_b, tiles.block_v, tiles.block_d
+    num_tiles = triton.cdiv(B, bm) * triton.cdiv(V, bn)
+    progs = programs or num_programs(hidden.device, num_tiles)
+    scratch = torch.empty(progs * 2 * bm * bn, dtype=torch.float32, device=hidden.device)
+    gdt = gl.bfloat16 if hidden.dtype == torch.bfloat16 else gl.float16
+    h_desc = TensorDescriptor.from_tensor(hidden, [bm, bk], gl.NVMMASharedLayout.get_default_for([bm, bk], gdt))
+    w_desc = TensorDescriptor.from_tensor(weight, [bn, bk], gl.NVMMASharedLayout.get_default_for([bn, bk], gdt))
+    part_max, part_key, part_idx, flags, _ = parts
+    return fused_pingpong_kernel[(progs,)](
+        h_desc, w_desc, inv_temp, part_max, part_key, part_idx, flags, scratch,
+        B, V, D, col_offset, seed_lo, seed_hi,
+        STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NOISE=noise,
+        CONSUMER_REGS=tiles.max_registers or 232, num_warps=4, maxnreg=MAX_REGISTERS, DEBUG=debug,
+    )  # fmt: skip
