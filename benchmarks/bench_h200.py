@@ -42,7 +42,7 @@ from benchmarks.common import (  # noqa: E402
     multinomial_sampler,
 )
 from flashsampling._validate import check_temperature  # noqa: E402
-from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
+from flashsampling.kernels.fused import choose_tiles, launch_fused_stage1  # noqa: E402
 
 SHAPES = [(128256, 4096), (151936, 4096), (151936, 5120), (128256, 8192), (201088, 2880)]
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -154,7 +154,7 @@ def main() -> None:
                     r[f"{name}_ms"] = bench(fn)
                 except Exception as e:  # noqa: BLE001 - record and go on
                     r[f"{name}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
-            tiles = default_tiles(B, V, D)
+            tiles = choose_tiles(h, w, 1)  # what sample() runs
             compiled: list = []
             inv, _ = check_temperature(TEMPERATURE, B, h.device, host_checks=False)
             launch_fused_stage1(h, w, inv, 1, 2, 1, tiles, compiled=compiled)

@@ -7,8 +7,8 @@ For V=151936, D=4096 (bf16) and each batch size it times, in one process (``do_b
 * ``cublas_bf16``     ``h @ W.T`` (bf16 logits), and ``cublas_fp32`` with fp32 logits (``out_dtype``);
 * ``default``         stage 1 + 2 of the shipped default tiles (one program per tile);
 * ``persistent/...``  the persistent TMA kernel over candidate tiles, with and without loop
-                      flattening, and (``.../interleave``) the interleaved kernel of
-                      ``flashsampling/kernels/interleaved.py`` (compile failures recorded, not fatal);
+                      flattening (compile failures recorded, not fatal; v6's ``.../interleave`` entries
+                      timed a kernel since removed);
 * ``split/...``       cuBLAS fp32 logits, then :func:`flashsampling.kernels.fused.launch_logits_stage1`
                       and stage 2 (the logits are written to HBM once and read once);
 
@@ -116,8 +116,9 @@ PERSISTENT_V5 = {
     128: [((128, 128, 128, 16, 3, 32), True, False, {"epilogue_loop": e}) for e in (0, 1, 2)],
     256: [((128, 256, 64, 16, 4, 32), True, False, {"epilogue_loop": e}) for e in (0, 1, 2)],
 }
-# v6: the interleaved kernel (flashsampling/kernels/interleaved.py): the previous tile's epilogue in
-# epilogue_v-wide pieces between this tile's MMAs, against the persistent defaults of B = 128 and 256.
+# v6 (results/persistent_sweep_h200_v6.json): the interleaved kernel (the previous tile's epilogue in
+# epilogue_v-wide pieces between this tile's MMAs; no gain, removed from the library: benchmarks/NOTES.md),
+# against the persistent defaults of B = 128 and 256.
 PERSISTENT_V6 = {
     64: [
         ((64, 128, 64, 8, 4, 8), True, False, {"interleave": True}),
@@ -137,7 +138,11 @@ PERSISTENT_V6 = {
         ((128, 128, 64, 8, 4, 8), True, False, {"interleave": True}),
     ],
 }
-PERSISTENT = PERSISTENT_V6
+# Now: the Triton defaults of B = 128 and 256 (flashsampling.kernels.fused.default_tiles), to rerun them.
+PERSISTENT = {
+    128: [((128, 128, 128, 16, 3, 32), True, False)],
+    256: [((128, 256, 64, 16, 4, 32), True, False)],
+}
 SPLIT = [(1, 2048), (4, 1024), (8, 512), (16, 256)]
 
 
@@ -187,18 +192,14 @@ def sweep_batch(B: int, h, inv, w, out: dict, split: bool = True) -> dict:
         name = f"persistent/{'x'.join(map(str, cfg))}/flat{int(flatten)}/ws{int(ws)}"
         name += f"/maxreg{cap}" if cap else ""
         name += "/interleave" if inter else ""
-        tc = TileConfig(*cfg, persistent=True, max_registers=cap, interleave=inter)
-        if ws or "epilogue_loop" in opts:
+        if ws or "epilogue_loop" in opts or inter:
             row[name] = {"skipped": "the switch was removed from the kernel (see benchmarks/NOTES.md)"}
             continue
+        tc = TileConfig(*cfg, persistent=True, max_registers=cap)
         try:
             t0 = time.time()
 
             def run_p(h=h, tc=tc, flatten=flatten, noise=True, n_rounds=10):
-                if tc.interleave:
-                    ks = []
-                    parts = launch_fused_stage1(h, w, inv, 5, 7, 1, tc, n_rounds=n_rounds, noise=noise, compiled=ks)
-                    return reduce_tiles(*parts[:4], V)[0], ks[0]
                 parts = allocate_partials(B, 1, triton.cdiv(V, tc.candidate_v), dev)
                 k = launch_persistent(h, w, inv, parts, 5, 7, 1, tc, col_offset=0, return_lse=False,
                                       n_rounds=n_rounds, noise=noise, upcast=False, flatten=flatten)  # fmt: skip

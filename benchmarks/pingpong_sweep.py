@@ -23,20 +23,40 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from flashsampling import TileConfig  # noqa: E402
-from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
+from flashsampling.kernels.fused import allocate_partials, default_tiles, launch_fused_stage1  # noqa: E402
+from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
 from flashsampling.kernels.reduce import reduce_tiles  # noqa: E402
 
-# (block_b, block_v, block_d, num_stages, epilogue_v, consumer registers)
-CONFIGS = {
+# (block_b, block_v, block_d, num_stages, epilogue_v, consumer registers[, epilogue]).  v1
+# (results/pingpong_sweep_h200_v1.json): the epilogue staged through scratch.  v2: epilogue "regs" (chunks
+# as register views of the accumulator) against "staged".
+CONFIGS_V1 = {
     64: [(64, 128, 64, 6, 16, 232), (64, 256, 64, 4, 16, 232), (128, 128, 64, 6, 16, 232)],
     128: [(128, 128, 64, 4, 16, 232), (128, 128, 64, 6, 16, 232), (128, 128, 64, 6, 8, 232), (64, 256, 64, 4, 16, 232)],
     256: [(128, 128, 64, 4, 16, 232), (128, 128, 64, 6, 16, 232), (128, 128, 64, 6, 8, 232), (64, 256, 64, 4, 16, 232)],
 }
+CONFIGS_V2 = {
+    256: [
+        (128, 128, 64, 4, 16, 232, "staged"),
+        (128, 128, 64, 4, 16, 232, "regs"),
+        (128, 128, 64, 4, 32, 232, "regs"),
+        (64, 256, 64, 4, 32, 232, "regs"),
+    ],
+    128: [(128, 128, 64, 4, 16, 232, "regs"), (128, 128, 64, 6, 16, 232, "regs"), (64, 256, 64, 4, 32, 232, "regs")],
+    64: [(64, 128, 64, 6, 16, 232, "regs"), (64, 128, 64, 6, 32, 232, "regs")],
+}
+# v3 (the register-view epilogue removed): (block_b, block_v, block_d, num_stages, epilogue_v, warp_groups);
+# consumer registers: the kernel's default for the group count (240 for 2 groups, 160 for 3).
+CONFIGS = {
+    256: [(64, 256, 64, 4, 16, 2), (128, 128, 64, 4, 16, 2), (64, 128, 64, 6, 16, 3), (64, 128, 64, 4, 16, 3)],
+    128: [(128, 128, 64, 4, 16, 2), (64, 128, 64, 6, 16, 3), (64, 128, 64, 4, 16, 3), (64, 256, 64, 4, 16, 2)],
+    64: [(64, 128, 64, 6, 16, 2), (64, 128, 64, 6, 16, 3), (64, 128, 64, 4, 16, 3)],
+}
 
 
-def ws_tiles(bb, bv, bd, stages, ev, regs) -> TileConfig:
-    return TileConfig(bb, bv, bd, num_warps=4, num_stages=stages, epilogue_v=ev, max_registers=regs,
-                      warp_specialized=True)  # fmt: skip
+def ws_tiles(bb, bv, bd, stages, ev, groups=2) -> TileConfig:
+    return TileConfig(bb, bv, bd, num_warps=4, num_stages=stages, epilogue_v=ev, warp_specialized=True,
+                      warp_groups=groups)  # fmt: skip
 
 
 def bench(fn) -> float:
@@ -70,23 +90,21 @@ def checks(dev) -> list:
         h = torch.randn(B, D, device=dev, generator=gen).to(torch.bfloat16)
         w = (torch.randn(V, D, device=dev, generator=gen) * 0.3).to(torch.bfloat16)
         inv = torch.linspace(0.0, 2.0, B, device=dev)
-        rec = {"shape": [B, V, D], **compare_candidates(h, w, inv, ws_tiles(128, 128, 64, 4, 16, 232), ref)}
+        rec = {"shape": [B, V, D], **compare_candidates(h, w, inv, ws_tiles(128, 128, 64, 4, 16), ref)}
         out.append(rec)
         print(rec, flush=True)
     # Several tiles per program (the two consumer groups take turns): 1, 2 and 3 programs.
-    from flashsampling.kernels.fused import allocate_partials
-    from flashsampling.kernels.pingpong import launch_pingpong
-
     h = torch.randn(256, 192, device=dev, generator=gen).to(torch.bfloat16)
     w = (torch.randn(3001, 192, device=dev, generator=gen) * 0.3).to(torch.bfloat16)
     inv = torch.linspace(0.0, 2.0, 256, device=dev)
     b = launch_fused_stage1(h, w, inv, 11, 12, 1, ref)
-    for progs in (1, 2, 3, 7):
+    for progs, groups in ((1, 2), (3, 2), (1, 3), (3, 3), (7, 3), (None, 3)):
         a = allocate_partials(256, 1, b[0].shape[-1], dev)
-        launch_pingpong(h, w, inv, a, 11, 12, ws_tiles(128, 128, 64, 4, 16, 232), col_offset=0, n_rounds=10,
-                        noise=True, programs=progs)  # fmt: skip
+        tc = ws_tiles(128, 128, 64, 4, 16) if groups == 2 else ws_tiles(64, 128, 64, 4, 16, 3)
+        launch_pingpong(h, w, inv, a, 11, 12, tc, col_offset=0, n_rounds=10, noise=True, programs=progs)
         torch.cuda.synchronize()
-        rec = {"shape": [256, 3001, 192], "programs": progs, "idx_agree": float((a[2] == b[2]).float().mean()),
+        rec = {"shape": [256, 3001, 192], "programs": progs, "groups": groups,
+               "idx_agree": float((a[2] == b[2]).float().mean()),
                "max_abs_diff": float((a[0] - b[0]).abs().max()),
                "flags_equal": bool(torch.equal(a[3], b[3]))}  # fmt: skip
         out.append(rec)
@@ -95,12 +113,15 @@ def checks(dev) -> list:
     h = torch.randn(64, 64, device=dev, generator=gen).to(torch.bfloat16)
     w = torch.randn(8, 64, device=dev, generator=gen).to(torch.bfloat16).repeat(300, 1)
     inv = torch.where(torch.arange(64, device=dev) % 2 == 0, 0.0, 1.0)
-    rec = {"shape": "ties", **compare_candidates(h, w, inv, ws_tiles(128, 128, 64, 4, 16, 232), ref)}
+    rec = {"shape": "ties", **compare_candidates(h, w, inv, ws_tiles(128, 128, 64, 4, 16), ref)}
+    out.append(rec)
+    print(rec, flush=True)
+    rec = {"shape": "ties/3 groups", **compare_candidates(h, w, inv, ws_tiles(64, 128, 64, 4, 16, 3), ref)}
     out.append(rec)
     print(rec, flush=True)
     # NaN row: flagged in both.
     h[3, 5] = float("nan")
-    rec = {"shape": "nan", **compare_candidates(h, w, inv, ws_tiles(128, 128, 64, 4, 16, 232), ref)}
+    rec = {"shape": "nan", **compare_candidates(h, w, inv, ws_tiles(128, 128, 64, 4, 16), ref)}
     out.append(rec)
     print(rec, flush=True)
     return out
@@ -141,14 +162,19 @@ def main() -> None:
             name = "ws/" + "x".join(map(str, cfg))
             try:
                 tc = ws_tiles(*cfg)
+
+                def run_ws(tc=tc, noise=True, h=h, inv=inv):
+                    parts = allocate_partials(h.shape[0], 1, triton.cdiv(V, tc.block_v), dev)
+                    k = launch_pingpong(h, w, inv, parts, 5, 7, tc, col_offset=0, n_rounds=10, noise=noise)
+                    return reduce_tiles(*parts[:4], V)[0], k
+
                 t0 = time.time()
-                ks = []
-                tok = reduce_tiles(*launch_fused_stage1(h, w, inv, 5, 7, 1, tc, compiled=ks)[:4], V)[0]
+                tok, k = run_ws()
                 torch.cuda.synchronize()
-                rec = {"compile_s": round(time.time() - t0, 1), "kernel": ks[0].name, "n_regs": ks[0].n_regs,
-                       "n_spills": ks[0].n_spills, "agree": float((tok == ref).float().mean())}  # fmt: skip
-                rec["ms"] = bench(lambda tc=tc: run(tc))
-                rec["ms_no_noise"] = bench(lambda tc=tc: run(tc, noise=False))
+                rec = {"compile_s": round(time.time() - t0, 1), "kernel": k.name, "n_regs": k.n_regs,
+                       "n_spills": k.n_spills, "agree": float((tok == ref).float().mean())}  # fmt: skip
+                rec["ms"] = bench(lambda run_ws=run_ws: run_ws())
+                rec["ms_no_noise"] = bench(lambda run_ws=run_ws: run_ws(noise=False))
                 row[name] = rec
             except Exception as e:  # noqa: BLE001
                 row[name] = {"error": "".join(traceback.format_exception_only(e))[-1500:]}

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from . import _validate as check
-from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1, logits_tiles
+from .kernels.fused import TileConfig, choose_tiles, launch_fused_stage1, launch_logits_stage1, logits_tiles
 from .kernels.reduce import reduce_tiles
 from .noise import split_seed
 
@@ -61,7 +61,10 @@ def sample(
     host_checks : bool
         Run the checks that synchronize with the device (see module docstring).
     tiles : TileConfig or None
-        Override the tile choice (tests use this to show tile invariance).
+        Override the tile choice (tests use this to show tile invariance).  By default: on an sm_90
+        GPU (H100/H200), for one sample and ``B > 32``, the warp-specialized Gluon kernel
+        (:func:`~flashsampling.kernels.fused.warp_specialized_tiles`); else the Triton kernels'
+        :func:`~flashsampling.kernels.fused.default_tiles`.  Every choice gives the same tokens.
 
     Returns
     -------
@@ -78,7 +81,7 @@ def sample(
     S = check.check_num_samples(num_samples)
     seed = check.check_seed(seed)
     inv_temp, temp_flags, _ = check.inverse_temperature(temperature, B, device)
-    tiles = tiles or default_tiles(B, V, D, hidden.element_size())
+    tiles = tiles or choose_tiles(hidden, weight, S)
     lo, hi = split_seed(seed)
     parts = launch_fused_stage1(hidden, weight, inv_temp, lo, hi, S, tiles)
     tokens, flags = reduce_tiles(*parts[:4], V)

@@ -177,9 +177,9 @@ def test_default_tiles_fit_every_dtype(batch, dtype, device):
         ({"block_b": 8}, "block_b=8"),
         ({"block_v": 64, "epilogue_v": 24}, "epilogue_v=24"),
         ({"block_v": 64, "epilogue_v": 128}, "epilogue_v=128"),
-        ({"block_v": 64, "epilogue_v": 2}, "epilogue_v=2"),
-        ({"epilogue_v": 16, "interleave": True}, "interleave"),
-        ({"persistent": True, "interleave": True}, "interleave"),
+        ({"block_v": 64, "epilogue_v": 8}, "epilogue_v=8"),
+        ({"block_b": 32, "epilogue_v": 16, "warp_specialized": True}, "block_b a multiple of 64"),
+        ({"block_b": 64, "warp_specialized": True}, "epilogue_v > 0"),
         ({"max_registers": 16}, "max_registers=16"),
         ({"max_registers": 256}, "max_registers=256"),
     ],
@@ -226,61 +226,6 @@ def test_persistent_kernel_writes_the_same_candidates(d, device):
         b = launch_fused_stage1(h, w, inv, 5, 6, 2, persistent, return_lse=True)
         for x, y in zip(a, b):
             assert torch.equal(x, y)
-
-
-@pytest.mark.parametrize(
-    "d, block_d, ev, col_offset",
-    [(48, 16, 8, 0), (160, 16, 16, 0), (48, 16, 4, 7), (20, 16, 8, 0)],
-    ids=["pieces-after-the-K-loop", "pieces-inside-the-K-loop", "odd-offset", "fallback"],
-)
-def test_interleaved_kernel_writes_the_unstaged_candidates(d, block_d, ev, col_offset, device):
-    """The interleaved kernel (tile n's epilogue in pieces inside tile n + 1's K loop, the pieces
-    merged in registers) writes exactly the candidates and flags of the unstaged kernel with the same
-    block_v: rows with greedy and tempered temperatures, a partial last row and column tile, pieces
-    left for after the K loop (3 K steps, 8 pieces) or spread over it (10 K steps, 4 pieces), a shard
-    at an odd offset.  D=20 cannot be read by TMA: the pointer kernel's per-chunk candidates, and
-    the same tokens."""
-    from flashsampling.kernels.fused import launch_fused_stage1
-    from flashsampling.kernels.reduce import reduce_tiles
-
-    g = torch.Generator().manual_seed(d + ev)
-    h = torch.randn(37, d, generator=g).to(torch.float16).to(device)
-    w = torch.randn(300, d, generator=g).to(torch.float16).to(device)
-    inv = torch.linspace(0.0, 2.0, 37, device=h.device)  # row 0 greedy
-    plain = flashsampling.TileConfig(16, 64, block_d)
-    inter = flashsampling.TileConfig(16, 64, block_d, epilogue_v=ev, persistent=True, interleave=True)
-    a = launch_fused_stage1(h, w, inv, 5, 6, 1, plain, col_offset=col_offset)
-    b = launch_fused_stage1(h, w, inv, 5, 6, 1, inter, col_offset=col_offset)
-    if d == 20:
-        assert b[0].shape[-1] == 300 // ev + 1
-        assert torch.equal(reduce_tiles(*a[:4], 300)[0], reduce_tiles(*b[:4], 300)[0])
-        return
-    for x, y in zip(a[:4], b[:4]):
-        assert torch.equal(x, y)
-
-
-def test_interleaved_kernel_breaks_ties_across_pieces_like_stage_2(device):
-    """Exact float32 ties between pieces (8 weight rows repeated: every token has 24 copies, in
-    other pieces and tiles) resolve by the larger tie-break key, as in the unstaged kernel; more
-    than one sample or log-masses fall back to the persistent kernel's per-chunk candidates."""
-    from flashsampling.kernels.fused import launch_fused_stage1
-
-    g = torch.Generator().manual_seed(1)
-    h = torch.randn(5, 32, generator=g).to(torch.float16).to(device)
-    w = torch.randn(8, 32, generator=g).to(torch.float16).repeat(25, 1).to(device)
-    inv = torch.tensor([0.0, 0.0, 0.0, 1.0, 1.0], device=h.device)  # greedy rows: ties at the max
-    plain = flashsampling.TileConfig(16, 64, 16)
-    inter = flashsampling.TileConfig(16, 64, 16, epilogue_v=8, persistent=True, interleave=True)
-    for x, y in zip(
-        launch_fused_stage1(h, w, inv, 5, 6, 1, plain)[:4], launch_fused_stage1(h, w, inv, 5, 6, 1, inter)[:4]
-    ):
-        assert torch.equal(x, y)
-    assert launch_fused_stage1(h, w, inv, 5, 6, 2, inter)[0].shape == (5, 2, 25)
-    assert launch_fused_stage1(h, w, inv, 5, 6, 1, inter, return_lse=True)[4].shape == (5, 25)
-    assert torch.equal(
-        flashsampling.sample(h, w, temperature=inv, seed=3, tiles=inter),
-        flashsampling.sample(h, w, temperature=inv, seed=3, tiles=plain),
-    )
 
 
 def test_inverse_temperature_kernel_equals_torch(device):

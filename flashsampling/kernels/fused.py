@@ -44,7 +44,6 @@ import triton
 import triton.language as tl
 
 from .._device import UPCAST_DOT
-from .interleaved import launch_interleaved
 from .persistent import launch_persistent, tma_compatible
 from .select import perturb_select_store, tile_epilogue
 
@@ -68,15 +67,14 @@ class TileConfig:
     #: Cap on registers per thread (the compiler's ``maxnreg``), e.g. 128 so that two 8-warp programs
     #: share an SM and one's epilogue runs under the other's matmul; ``None``: the compiler's choice.
     max_registers: int | None = None
-    #: With ``persistent`` and ``epilogue_v``: run each tile's epilogue, in ``epilogue_v``-wide pieces,
-    #: inside the next tile's K loop (:mod:`.interleaved`; one candidate per ``block_v`` tile), for
-    #: one sample per row without log-masses; the other calls use the persistent kernel.
-    interleave: bool = False
     #: On an sm_90 GPU, with 16-bit inputs that TMA can read, one sample and no log-masses: the
     #: warp-specialized Gluon kernel of :mod:`.pingpong` (two MMA warp groups take turns, each one's
     #: epilogue under the other's matmul; ``max_registers`` is the consumer groups' register budget).
     #: Elsewhere the Triton kernels run with the same tiles.
     warp_specialized: bool = False
+    #: Consumer warp groups of the Gluon kernel (2: ping-pong; 3: each epilogue may take up to twice
+    #: a tile's matmul time and still hide under the other groups' matmuls).
+    warp_groups: int = 2
 
     def __post_init__(self) -> None:
         for name in ("block_b", "block_v", "block_d"):
@@ -85,14 +83,14 @@ class TileConfig:
             if v < 16 or v & (v - 1):
                 raise ValueError(f"TileConfig.{name}={v} must be a power of two >= 16")
         ev = self.epilogue_v
-        if ev and (ev < 4 or ev & (ev - 1) or ev > self.block_v):
-            raise ValueError(f"TileConfig.epilogue_v={ev} must be 0 or a power of two in [4, block_v]")
-        if self.interleave and not (self.persistent and ev):
-            raise ValueError("TileConfig.interleave=True needs persistent=True and epilogue_v > 0")
-        if self.warp_specialized and (self.block_b % 64 or ev < 8 or self.block_v > 256):
+        if ev and (ev < 16 or ev & (ev - 1) or ev > self.block_v):
+            raise ValueError(f"TileConfig.epilogue_v={ev} must be 0 or a power of two in [16, block_v]")
+        if self.warp_groups not in (2, 3):
+            raise ValueError(f"TileConfig.warp_groups={self.warp_groups} must be 2 or 3")
+        if self.warp_specialized and (self.block_b % 64 or not ev or self.block_v > 256):
             raise ValueError(
                 f"TileConfig.warp_specialized=True needs block_b a multiple of 64 (got {self.block_b}), "
-                f"epilogue_v >= 8 (got {ev}) and block_v <= 256 (got {self.block_v})"
+                f"epilogue_v > 0 (got {ev}) and block_v <= 256 (got {self.block_v})"
             )
         if self.max_registers is not None and not 32 <= self.max_registers <= 255:
             raise ValueError(f"TileConfig.max_registers={self.max_registers} must be None or in [32, 255]")
@@ -137,6 +135,31 @@ def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
     if block_d != cfg.block_d:
         cfg = dataclasses.replace(cfg, block_d=block_d)
     return cfg
+
+
+def warp_specialized_tiles(B: int) -> TileConfig | None:
+    """Tiles of the warp-specialized Gluon kernel (:mod:`.pingpong`) for ``B > 32`` rows, ``None``
+    below (where the weight stream, not the epilogue, is the cost and the Triton defaults are within
+    5% of the matmul).  Tuned on the H200, V=151936, D=4096 (benchmarks/results/pingpong_sweep_h200_v3.json):
+    three consumer groups on 64 x 128 tiles up to B=128 (the epilogue may take twice the matmul's
+    time and still hide), two on 64 x 256 above (fewer re-reads of the weights from L2)."""
+    if B <= 32:
+        return None
+    ws = {"num_warps": 4, "epilogue_v": 16, "warp_specialized": True}
+    if B <= 128:
+        return TileConfig(64, 128, 64, num_stages=6, warp_groups=3, **ws)
+    return TileConfig(64, 256, 64, num_stages=4, warp_groups=2, **ws)
+
+
+def choose_tiles(hidden: torch.Tensor, weight: torch.Tensor, num_samples: int) -> TileConfig:
+    """The default tiles of a ``sample`` call: the Gluon kernel's (:func:`warp_specialized_tiles`)
+    where it runs (sm_90, one sample, ``B > 32``), else the Triton kernels' (:func:`default_tiles`)."""
+    B, D = hidden.shape
+    if num_samples == 1 and warp_specialized_supported(hidden, weight):
+        ws = warp_specialized_tiles(B)
+        if ws is not None:
+            return ws
+    return default_tiles(B, weight.shape[0], D, hidden.element_size())
 
 
 def logits_tiles(B: int, V: int, block_b: int | None = None, block_v: int | None = None) -> tuple[int, int]:
@@ -323,9 +346,8 @@ def launch_fused_stage1(
     V = weight.shape[0]
     persistent = tiles.persistent and tma_compatible(hidden, weight)
     one_sample = num_samples == 1 and not return_lse
-    pingpong = tiles.warp_specialized and one_sample and _pingpong_supported(hidden, weight, col_offset)
-    interleaved = not pingpong and persistent and tiles.interleave and one_sample
-    T = triton.cdiv(V, tiles.block_v if interleaved or pingpong else tiles.candidate_v)
+    pingpong = tiles.warp_specialized and one_sample and warp_specialized_supported(hidden, weight, col_offset)
+    T = triton.cdiv(V, tiles.block_v if pingpong else tiles.candidate_v)
     parts = allocate_partials(B, num_samples, T, hidden.device, return_lse)
     upcast = UPCAST_DOT or hidden.dtype == torch.float32 or weight.dtype == torch.float32
     if pingpong:
@@ -334,11 +356,6 @@ def launch_fused_stage1(
         kernel = launch_pingpong(
             hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset=col_offset, n_rounds=n_rounds,
             noise=noise,
-        )  # fmt: skip
-    elif interleaved:
-        kernel = launch_interleaved(
-            hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset=col_offset, n_rounds=n_rounds,
-            noise=noise, upcast=upcast,
         )  # fmt: skip
     elif persistent:
         kernel = launch_persistent(
@@ -363,9 +380,9 @@ def launch_fused_stage1(
     return parts
 
 
-def _pingpong_supported(hidden: torch.Tensor, weight: torch.Tensor, col_offset: int) -> bool:
-    """Whether the Gluon kernel of :mod:`.pingpong` can run these inputs (imported only then: it
-    needs a compiled, sm_90 setting)."""
+def warp_specialized_supported(hidden: torch.Tensor, weight: torch.Tensor, col_offset: int = 0) -> bool:
+    """Whether the Gluon kernel of :mod:`.pingpong` can run on these inputs: compiled on an sm_90 GPU,
+    16-bit inputs of one dtype that TMA can read, an even column offset (imported only then)."""
     if UPCAST_DOT or not hidden.is_cuda or torch.cuda.get_device_capability(hidden.device)[0] != 9:
         return False
     from .pingpong import pingpong_supported

@@ -16,7 +16,7 @@ The epilogue is the one of :mod:`.select` on ``EV``-wide column chunks: each thr
 accumulator registers to a per-consumer scratch slot and reads back, chunk by chunk, exactly the
 elements it wrote (the chunk's NVMMA layout maps the same columns to the same thread), so no
 barrier is needed; the chunks merge in registers into one candidate per (row, tile) by stage 2's
-rule, as in :mod:`.interleaved`.  The noise is the same Philox stream (``philox4x32`` and
+rule.  The noise is the same Philox stream (``philox4x32`` and
 ``exponential_from_bits`` of :mod:`flashsampling.noise`, compiled by Gluon), so the candidates equal
 those of the unstaged Triton kernel with ``block_v = BN`` up to the accumulation order of the fp32
 logits.
@@ -38,12 +38,10 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from ..noise import exponential_from_bits, philox4x32
 from .persistent import num_programs
 
-#: Registers per thread at launch: 12 warps (two consumer groups, the loader's group) share 64K.
-#: The loader gives back all but 24; the consumers take ``CONSUMER_REGS`` (default 232) and the rest.
-MAX_REGISTERS = 168
-
-_philox = gluon.jit(philox4x32.fn)
-_exponential = gluon.jit(exponential_from_bits.fn)
+# The noise's device functions, compiled by Gluon (``.fn``: the Python function under triton.jit;
+# in the interpreter they are plain functions).
+_philox = gluon.jit(getattr(philox4x32, "fn", philox4x32))
+_exponential = gluon.jit(getattr(exponential_from_bits, "fn", exponential_from_bits))
 
 
 @gluon.jit
@@ -76,15 +74,17 @@ def _load_partition(h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM: g
 
 
 @gluon.jit
-def _chunk_select(slot, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run_m, run_pos, run_flag,
-                  BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
-                  NOISE: gl.constexpr):  # fmt: skip
-    """Chunk ``c`` (columns ``c * EV`` on) of the staged tile: perturb, each row's winner, merged
-    into the running ``(run_m, run_pos, run_flag)`` of the tile (positions within the tile)."""
-    cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
+def _merge_chunk(z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run_m, run_pos, run_flag,
+                 BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
+                 NOISE: gl.constexpr):  # fmt: skip
+    """Chunk ``c`` of the tile (``z``: tile columns ``c * EV`` on, in the chunk's NVMMA layout, a token
+    pair in one thread): perturb, take each row's maximum and merge it into the tile's running
+    ``(run_m, run_pos, run_flag)`` by stage 2's rule.  Ties -- exact float32 ties at a row's top
+    inside the chunk, or between the chunk's winner and the running one -- go to the larger
+    tie-break key; one block-wide test decides whether any row needs the keys (rare)."""
+    cl: gl.constexpr = z.type.layout
     r = gl.arange(0, BM, layout=gl.SliceLayout(1, cl))
     cc = gl.arange(0, EV, layout=gl.SliceLayout(0, cl))
-    z = gl.load(slot + r[:, None] * BN + (c * EV + cc)[None, :])
     rows = pid_b * BM + r
     row_ok = rows < B
     inv_temp = gl.load(inv_temp_ptr + rows.to(gl.int64), mask=row_ok, other=1.0)
@@ -97,8 +97,8 @@ def _chunk_select(slot, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1,
     overflow = ((scaled == float("inf")) | (scaled == float("-inf"))) & ~inf_z & ~greedy[:, None]
     flag = gl.where(valid & (is_nan | inf_z), 1, 0) | gl.where(valid & overflow, 2, 0)
     base = gl.where(valid, gl.where(greedy[:, None], z, scaled), float("-inf"))
-    # Tile positions and rows as full tensors, split with the scores into even and odd columns
-    # (a token pair lives in one thread: no data moves).
+    # Tile positions, rows and the noise switch as full tensors, split with the scores into even and
+    # odd columns (a token pair lives in one thread: no data moves).
     pos_full = gl.zeros([BM, EV], gl.int32, cl) + (c * EV + cc)[None, :]
     row_full = gl.zeros([BM, EV], gl.int32, cl) + rows[:, None]
     noisy_full = gl.zeros([BM, EV], gl.int32, cl) + gl.where(greedy, 0, 1)[:, None]
@@ -124,8 +124,13 @@ def _chunk_select(slot, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1,
     pos = gl.minimum(gl.min(gl.where(hit_even, p_even, big), axis=1), gl.min(gl.where(hit_odd, p_odd, big), axis=1))
     pos = gl.where(finite, pos, c * EV)  # an all -inf chunk: its first column, as in the Triton kernels
     n_hit = gl.sum(hit_even.to(gl.int32) + hit_odd.to(gl.int32), axis=1)
-    if gl.max(n_hit, axis=0) > 1:
-        # An exact float32 tie at the top of some row (rare): the larger tie-break key wins.
+    # The merge (stage 2's rule: the larger score; on an exact tie, the larger key).
+    m = gl.convert_layout(m, run_m.type.layout)
+    pos = gl.convert_layout(pos, run_pos.type.layout)
+    n_hit = gl.convert_layout(n_hit, run_pos.type.layout)
+    better = m > run_m
+    tie = (m == run_m) & (m > float("-inf"))
+    if gl.max(((n_hit > 1) | tie).to(gl.int32), axis=0) > 0:
         key_even = _tie_key(k0, k1, r_even.to(gl.uint32), (tile_start + p_even).to(gl.uint32), N_ROUNDS)
         key_odd = _tie_key(k0, k1, r_odd.to(gl.uint32), (tile_start + p_odd).to(gl.uint32), N_ROUNDS)
         k_even = gl.where(hit_even, key_even, 0)
@@ -133,18 +138,12 @@ def _chunk_select(slot, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1,
         best = gl.maximum(gl.max(k_even, axis=1), gl.max(k_odd, axis=1))
         tie_even = gl.min(gl.where(hit_even & (k_even == best[:, None]), p_even, big), axis=1)
         tie_odd = gl.min(gl.where(hit_odd & (k_odd == best[:, None]), p_odd, big), axis=1)
-        pos = gl.where(n_hit > 1, gl.minimum(tie_even, tie_odd), pos)
-    # Merge with the earlier chunks of the tile (stage 2's rule: larger score, then larger key).
-    m = gl.convert_layout(m, run_m.type.layout)
-    pos = gl.convert_layout(pos, run_pos.type.layout)
-    flag = gl.convert_layout(gl.max(flag, axis=1), run_flag.type.layout)
-    better = m > run_m
-    tie = (m == run_m) & (m > float("-inf"))
-    if gl.max(tie.to(gl.int32), axis=0) > 0:
+        pos = gl.where(n_hit > 1, gl.convert_layout(gl.minimum(tie_even, tie_odd), run_pos.type.layout), pos)
         rr = (pid_b * BM + gl.arange(0, BM, layout=run_m.type.layout)).to(gl.uint32)
         k_new = _tie_key(k0, k1, rr, (tile_start + pos).to(gl.uint32), N_ROUNDS)
         k_old = _tie_key(k0, k1, rr, (tile_start + run_pos).to(gl.uint32), N_ROUNDS)
         better = better | (tie & (k_new > k_old))
+    flag = gl.convert_layout(gl.max(flag, axis=1), run_flag.type.layout)
     return gl.where(better, m, run_m), gl.where(better, pos, run_pos), run_flag | flag
 
 
@@ -152,22 +151,33 @@ def _chunk_select(slot, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1,
 def _tile_epilogue(acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
                    part_key_ptr, part_idx_ptr, flag_ptr, BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr,
                    N_ROUNDS: gl.constexpr, NOISE: gl.constexpr):  # fmt: skip
-    """Stage the accumulator in the consumer's scratch slot (each thread its own elements), run the
-    chunks, store the tile's candidate and flags."""
+    """The epilogue of one accumulator tile: its ``BN // EV`` chunks, merged, then the candidate.
+
+    Each thread writes its accumulator registers to the consumer's scratch slot and reads back,
+    chunk by chunk, exactly the elements it wrote (the chunk's NVMMA layout maps the same columns to
+    the same thread), so no barrier is needed; chunk ``c + 1`` is loaded before chunk ``c`` is
+    processed.  (Chunks taken as register views of the accumulator, without the scratch slot, were
+    measured 1.1-1.9x slower: benchmarks/NOTES.md.)"""
     mma: gl.constexpr = acc.type.layout
-    vec: gl.constexpr = gl.SliceLayout(1, gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                                    instr_shape=[16, EV, 16]))  # fmt: skip
+    cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
     r_acc = gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
     c_acc = gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
     gl.store(slot + r_acc[:, None] * BN + c_acc[None, :], acc)
+    vec: gl.constexpr = gl.SliceLayout(1, cl)
     run_m = gl.full([BM], float("-inf"), gl.float32, vec)
     run_pos = gl.zeros([BM], gl.int32, vec)
     run_flag = gl.zeros([BM], gl.int32, vec)
+    r = gl.arange(0, BM, layout=gl.SliceLayout(1, cl))
+    chunk = r[:, None] * BN + gl.arange(0, EV, layout=gl.SliceLayout(0, cl))[None, :]
+    z = gl.load(slot + chunk)
     for c in range(0, BN // EV):
-        run_m, run_pos, run_flag = _chunk_select(
-            slot, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run_m, run_pos, run_flag,
+        nxt = gl.minimum(c + 1, BN // EV - 1) * EV  # (the last iteration reloads its own chunk)
+        z_next = gl.load(slot + nxt + chunk)
+        run_m, run_pos, run_flag = _merge_chunk(
+            z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run_m, run_pos, run_flag,
             BM, BN, EV, N_ROUNDS, NOISE,
         )  # fmt: skip
+        z = z_next
     rows = pid_b * BM + gl.arange(0, BM, layout=vec)
     row_ok = rows < B
     idx = col_offset + pid_v.to(gl.int64) * BN + run_pos
@@ -180,30 +190,31 @@ def _tile_epilogue(acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_t
 
 
 @gluon.jit
-def _consumer_partition(a_bufs, b_bufs, ready, empty, turn, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr,
-                        flag_ptr, scratch_ptr, B, V, D, col_offset, seed_lo, seed_hi, CONSUMER: gl.constexpr,
-                        BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                        NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
-                        NOISE: gl.constexpr, DEBUG: gl.constexpr):  # fmt: skip
-    """One consumer warp group: the K loop and the epilogue of tiles CONSUMER, CONSUMER + 2, ... of
-    this program."""
+def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+              STAGES: gl.constexpr, NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
+              NOISE: gl.constexpr):  # fmt: skip
+    """Consumer warp group ``CONSUMER`` of ``NC``: the K loop and the epilogue of tiles ``CONSUMER``,
+    ``CONSUMER + NC``, ... of this program's list."""
+    (a_bufs, b_bufs, ready, empty, turn, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
+     scratch_ptr, B, V, D, col_offset, seed_lo, seed_hi) = args  # fmt: skip
     program = gl.program_id(0)
     num_b_tiles = gl.cdiv(B, BM)
     num_v_tiles = gl.cdiv(V, BN)
     num_tiles = num_b_tiles * num_v_tiles
     k_tiles = gl.cdiv(D, BK)
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
-    slot = scratch_ptr + (program * 2 + CONSUMER).to(gl.int64) * (BM * BN)
+    slot = scratch_ptr + (program * NC + CONSUMER).to(gl.int64) * (BM * BN)
     k0 = seed_lo.to(gl.uint32)
     k1 = seed_hi.to(gl.uint32)
-    for tile in range(program + CONSUMER * NUM_PROGRAMS, num_tiles, 2 * NUM_PROGRAMS):
+    for tile in range(program + CONSUMER * NUM_PROGRAMS, num_tiles, NC * NUM_PROGRAMS):
         pid_b = tile % num_b_tiles
         pid_v = tile // num_b_tiles
         i = (tile - program) // NUM_PROGRAMS  # the tile's place in this program's list
         it0 = i * k_tiles  # its first slot use in the ring
-        # Our turn on the tensor cores: the other group has waited for every slot of tile i - 1, so
-        # the slots of tile i are at most one phase ahead of us (the parity waits below are exact).
-        mbarrier.wait(turn.index(CONSUMER), ((i // 2) - 1 + CONSUMER) & 1, pred=i > 0)
+        # Our turn on the tensor cores: the previous group has waited for every slot of tile i - 1,
+        # so the slots of tile i are at most one phase ahead of us (the parity waits are exact).
+        # Tile i waits for the (i // NC)-th arrival of the previous group (one fewer for group 0).
+        mbarrier.wait(turn.index(CONSUMER), ((i // NC) - (1 if CONSUMER == 0 else 0)) & 1, pred=i > 0)
         acc = gl.zeros([BM, BN], gl.float32, mma)
         for ki in range(k_tiles):
             it = it0 + ki
@@ -215,29 +226,12 @@ def _consumer_partition(a_bufs, b_bufs, ready, empty, turn, inv_temp_ptr, part_m
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ki > 0)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index((it0 + k_tiles - 1) % STAGES), count=1)
-        mbarrier.arrive(turn.index(1 - CONSUMER), count=1)
-        # The epilogue, while the other consumer's K loop runs.
-        if DEBUG != 1:
-            _tile_epilogue(
-                acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
-                part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
-            )  # fmt: skip
-
-
-@gluon.jit
-def _consumer_default(args, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                      NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
-                      NOISE: gl.constexpr, DEBUG: gl.constexpr):  # fmt: skip
-    """Consumer 0 (the default partition: the kernel's own 4 warps)."""
-    _consumer_partition(*args, 0, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, DEBUG)
-
-
-@gluon.jit
-def _consumer_worker(args, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                     NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
-                     NOISE: gl.constexpr, DEBUG: gl.constexpr):  # fmt: skip
-    """Consumer 1 (a 4-warp worker partition)."""
-    _consumer_partition(*args, 1, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, DEBUG)
+        mbarrier.arrive(turn.index((CONSUMER + 1) % NC), count=1)
+        # The epilogue, while the other groups' K loops run.
+        _tile_epilogue(
+            acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
+            part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
+        )  # fmt: skip
 
 
 @gluon.jit
@@ -250,8 +244,9 @@ def _loader_worker(h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM: gl
 def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
                           scratch_ptr, B, V, D, col_offset, seed_lo, seed_hi, STAGES: gl.constexpr,
                           NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr, NOISE: gl.constexpr,
-                          CONSUMER_REGS: gl.constexpr, DEBUG: gl.constexpr = 0):  # fmt: skip
-    """Persistent, warp-specialized ``(B,D) @ (D,V) -> per (row, BN tile) argmax(z / T + G)``."""
+                          NC: gl.constexpr, CONSUMER_REGS: gl.constexpr):  # fmt: skip
+    """Persistent, warp-specialized ``(B,D) @ (D,V) -> per (row, BN tile) argmax(z / T + G)`` with
+    ``NC`` (2 or 3) consumer warp groups."""
     BM: gl.constexpr = h_desc.block_type.shape[0]
     BK: gl.constexpr = h_desc.block_type.shape[1]
     BN: gl.constexpr = w_desc.block_type.shape[0]
@@ -259,26 +254,48 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
     b_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [NC, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
-    for i in gl.static_range(2):
+    for i in gl.static_range(NC):
         mbarrier.init(turn.index(i), count=1)
     args = (a_bufs, b_bufs, ready, empty, turn, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
             scratch_ptr, B, V, D, col_offset, seed_lo, seed_hi)  # fmt: skip
-    gl.warp_specialize(
-        [
-            (_consumer_default, (args, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, DEBUG)),
-            (_consumer_worker, (args, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, DEBUG)),
-            (
-                _loader_worker,
-                (h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS),
-            ),  # fmt: skip
-        ],
-        [4, 1],
-        [CONSUMER_REGS, 24],
-    )
+    loads = (h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS)
+    if NC == 2:
+        gl.warp_specialize(
+            [
+                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
+                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
+                (_loader_worker, loads),
+            ],
+            [4, 1],
+            [CONSUMER_REGS, 24],
+        )
+    else:
+        gl.static_assert(NC == 3, "2 or 3 consumer warp groups")
+        gl.warp_specialize(
+            [
+                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
+                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
+                (_consumer, (args, 2, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
+                (_loader_worker, loads),
+            ],
+            [4, 4, 1],
+            [CONSUMER_REGS, CONSUMER_REGS, 24],
+        )
+
+
+def launch_registers(groups: int) -> int:
+    """Registers per thread at launch: the consumer groups and the loader's group (4 warps each)
+    share the SM's 64K (168 for 2 groups, 128 for 3); the loader gives back all but 24."""
+    return 65536 // ((groups + 1) * 4 * 32) // 8 * 8
+
+
+def default_consumer_registers(groups: int) -> int:
+    """Registers per consumer thread after the loader's give-back (232 for 2 groups, 160 for 3)."""
+    return (launch_registers(groups) * (groups + 1) - 24) // groups // 8 * 8
 
 
 def pingpong_supported(hidden: torch.Tensor, weight: torch.Tensor, col_offset: int) -> bool:
@@ -299,17 +316,19 @@ def pingpong_supported(hidden: torch.Tensor, weight: torch.Tensor, col_offset: i
 
 
 def launch_pingpong(
-    hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, col_offset, n_rounds, noise, programs=None, debug=0,
+    hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, col_offset, n_rounds, noise, programs=None,
 ):  # fmt: skip
-    """Launch :func:`fused_pingpong_kernel` (``tiles``: block_b x block_v tiles, block_d K blocks,
-    ``num_stages`` ring slots, ``epilogue_v`` chunks, ``max_registers`` per consumer thread) into the
-    candidate buffers ``parts`` (one candidate per ``block_v`` tile); returns the compiled kernel."""
+    """Launch :func:`fused_pingpong_kernel` into the candidate buffers ``parts`` (one candidate per
+    ``block_v`` tile); returns the compiled kernel.  ``tiles``: ``block_b x block_v`` tiles,
+    ``block_d`` K blocks, ``num_stages`` ring slots, ``epilogue_v`` chunks, ``warp_groups`` consumer
+    groups with ``max_registers`` each.  ``programs`` overrides the one-per-SM grid (tests: several
+    tiles per program on small inputs)."""
     B, D = hidden.shape
     V = weight.shape[0]
-    bm, bn, bk = tiles.block_b, tiles.block_v, tiles.block_d
+    bm, bn, bk, nc = tiles.block_b, tiles.block_v, tiles.block_d, tiles.warp_groups
     num_tiles = triton.cdiv(B, bm) * triton.cdiv(V, bn)
     progs = programs or num_programs(hidden.device, num_tiles)
-    scratch = torch.empty(progs * 2 * bm * bn, dtype=torch.float32, device=hidden.device)
+    scratch = torch.empty(progs * nc * bm * bn, dtype=torch.float32, device=hidden.device)
     gdt = gl.bfloat16 if hidden.dtype == torch.bfloat16 else gl.float16
     h_desc = TensorDescriptor.from_tensor(hidden, [bm, bk], gl.NVMMASharedLayout.get_default_for([bm, bk], gdt))
     w_desc = TensorDescriptor.from_tensor(weight, [bn, bk], gl.NVMMASharedLayout.get_default_for([bn, bk], gdt))
@@ -317,6 +336,37 @@ def launch_pingpong(
     return fused_pingpong_kernel[(progs,)](
         h_desc, w_desc, inv_temp, part_max, part_key, part_idx, flags, scratch,
         B, V, D, col_offset, seed_lo, seed_hi,
-        STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NOISE=noise,
-        CONSUMER_REGS=tiles.max_registers or 232, num_warps=4, maxnreg=MAX_REGISTERS, DEBUG=debug,
+        STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NOISE=noise, NC=nc,
+        CONSUMER_REGS=tiles.max_registers or default_consumer_registers(nc), num_warps=4,
+        maxnreg=launch_registers(nc),
     )  # fmt: skip
+
+
+def compile_offline(tiles, element: str = "bf16"):
+    """Compile :func:`fused_pingpong_kernel` for sm_90a without a GPU (triton ships ``ptxas``).
+
+    Returns the compiled kernel (``.asm["ptx"]``, ``.metadata.shared``), for the CPU test that the
+    kernel builds and does not spill (``tests/test_pingpong.py``).  Needs compiled mode
+    (``FLASHSAMPLING_INTERPRET=0``): in the interpreter, Gluon kernels are not compiled.
+    """
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    dt = {"bf16": (torch.bfloat16, gl.bfloat16), "fp16": (torch.float16, gl.float16)}[element]
+    h = torch.empty(256, 4096, dtype=dt[0])
+    w = torch.empty(1024, 4096, dtype=dt[0])
+    bm, bn, bk = tiles.block_b, tiles.block_v, tiles.block_d
+    h_desc = TensorDescriptor.from_tensor(h, [bm, bk], gl.NVMMASharedLayout.get_default_for([bm, bk], dt[1]))
+    w_desc = TensorDescriptor.from_tensor(w, [bn, bk], gl.NVMMASharedLayout.get_default_for([bn, bk], dt[1]))
+    signature = {"h_desc": mangle_type(h_desc), "w_desc": mangle_type(w_desc), "inv_temp_ptr": "*fp32",
+                 "part_max_ptr": "*fp32", "part_key_ptr": "*i64", "part_idx_ptr": "*i64", "flag_ptr": "*i32",
+                 "scratch_ptr": "*fp32", "B": "i32", "V": "i32", "D": "i32", "col_offset": "i32",
+                 "seed_lo": "i32", "seed_hi": "i32"}  # fmt: skip
+    nc = tiles.warp_groups
+    regs = tiles.max_registers or default_consumer_registers(nc)
+    constexprs = {"STAGES": tiles.num_stages, "NUM_PROGRAMS": 132, "EV": tiles.epilogue_v, "N_ROUNDS": 10,
+                  "NOISE": True, "NC": nc, "CONSUMER_REGS": regs}  # fmt: skip
+    src = GluonASTSource(fn=fused_pingpong_kernel, signature=signature, constexprs=constexprs)
+    options = {"num_warps": 4, "maxnreg": launch_registers(nc)}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
