@@ -37,6 +37,7 @@ FLOPs.  Unfused ``matmul -> softmax -> multinomial`` additionally writes and re-
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -155,10 +156,9 @@ def choose_tiles(hidden: torch.Tensor, weight: torch.Tensor, num_samples: int) -
     """The default tiles of a ``sample`` call: the Gluon kernel's (:func:`warp_specialized_tiles`)
     where it runs (sm_90, one sample, ``B > 32``), else the Triton kernels' (:func:`default_tiles`)."""
     B, D = hidden.shape
-    if num_samples == 1 and warp_specialized_supported(hidden, weight):
-        ws = warp_specialized_tiles(B)
-        if ws is not None:
-            return ws
+    ws = warp_specialized_tiles(B) if num_samples == 1 else None
+    if ws is not None and warp_specialized_supported(hidden, weight):
+        return ws
     return default_tiles(B, weight.shape[0], D, hidden.element_size())
 
 
@@ -382,12 +382,23 @@ def launch_fused_stage1(
 
 def warp_specialized_supported(hidden: torch.Tensor, weight: torch.Tensor, col_offset: int = 0) -> bool:
     """Whether the Gluon kernel of :mod:`.pingpong` can run on these inputs: compiled on an sm_90 GPU,
-    16-bit inputs of one dtype that TMA can read, an even column offset (imported only then)."""
-    if UPCAST_DOT or not hidden.is_cuda or torch.cuda.get_device_capability(hidden.device)[0] != 9:
+    16-bit inputs of one dtype that TMA can read, a shard starting on an even column."""
+    if UPCAST_DOT or not hidden.is_cuda:
         return False
-    from .pingpong import pingpong_supported
+    index = hidden.device.index if hidden.device.index is not None else torch.cuda.current_device()
+    return (
+        _is_sm90(index)
+        and hidden.dtype in (torch.bfloat16, torch.float16)
+        and weight.dtype == hidden.dtype
+        and col_offset % 2 == 0
+        and tma_compatible(hidden, weight)
+    )
 
-    return pingpong_supported(hidden, weight, col_offset)
+
+@functools.cache
+def _is_sm90(index: int) -> bool:
+    """Whether CUDA device ``index`` is a Hopper GPU (cached: the query costs microseconds)."""
+    return torch.cuda.get_device_capability(index)[0] == 9
 
 
 def launch_logits_stage1(

@@ -1,29 +1,34 @@
-"""Stage 1 on Hopper, warp-specialized: two MMA warp groups take turns, so noise hides under the matmul.
+"""Stage 1 on Hopper, warp-specialized: MMA warp groups take turns, so the noise hides under the matmul.
 
 The Triton kernels run a tile's matmul and its epilogue (noise, max) one after the other on the same
 warps, and the tensor cores idle during the epilogue.  This Gluon kernel splits each persistent
-program (one per SM) into three partitions that synchronize through mbarriers:
+program (one per SM) into partitions that synchronize through mbarriers:
 
 * a **loader** warp streams ``h[rows, k:k+BK]`` and ``W[cols, k:k+BK]`` by TMA into a ring of
   ``STAGES`` shared-memory slots, in the order of the program's tiles;
-* two **consumer** warp groups (4 warps each) own alternate tiles of the program.  Each one waits
-  for its tile's slots, runs the K loop on the tensor cores (``warpgroup_mma``, accumulator in
-  registers), releases the slots, then runs the epilogue -- while the other consumer's K loop runs
-  on the tensor cores (the ring hands the slots over in tile order, so the two K loops never
-  overlap and the two epilogues each overlap the other group's matmul: "ping-pong").
+* ``NC`` (2 or 3) **consumer** warp groups of 4 warps own the program's tiles in turn (group ``c``
+  takes tiles ``c, c + NC, ...``).  A group waits for its turn (a ``turn`` mbarrier that the
+  previous group signals when its K loop is done), runs the K loop on the tensor cores
+  (``warpgroup_mma``, accumulator in registers, one MMA in flight), releases the ring slots, passes
+  the turn on and runs the epilogue -- while the next groups' K loops run on the tensor cores.  With
+  two groups this is the "ping-pong" schedule (an epilogue up to one matmul long is hidden); with
+  three, an epilogue up to two matmuls long is.  The turns also keep every parity wait on the ring
+  exact: a group starts waiting for its slots only once they are at most one phase ahead.
 
-The epilogue is the one of :mod:`.select` on ``EV``-wide column chunks: each thread writes its own
-accumulator registers to a per-consumer scratch slot and reads back, chunk by chunk, exactly the
-elements it wrote (the chunk's NVMMA layout maps the same columns to the same thread), so no
-barrier is needed; the chunks merge in registers into one candidate per (row, tile) by stage 2's
-rule.  The noise is the same Philox stream (``philox4x32`` and
-``exponential_from_bits`` of :mod:`flashsampling.noise`, compiled by Gluon), so the candidates equal
-those of the unstaged Triton kernel with ``block_v = BN`` up to the accumulation order of the fp32
-logits.
+Epilogue: each thread writes its accumulator registers to the group's scratch slot and reads back,
+chunk by chunk (``EV`` columns, the next chunk loaded before this one is processed), exactly the
+elements it wrote -- the chunk's NVMMA layout maps the same columns to the same thread -- so no
+barrier is needed.  Per chunk: temperature, flags, the Philox noise of token pairs (both tokens of
+a pair live in one thread), each row's maximum, merged in registers into one candidate per (row,
+tile) by stage 2's rule; exact float32 ties (inside a chunk or across chunks) go to the larger
+tie-break key, after one block-wide test.  The noise is the same stream as the Triton kernels'
+(``philox4x32`` and ``exponential_from_bits`` of :mod:`flashsampling.noise`, compiled by Gluon),
+and the MMAs accumulate in the same order, so the candidates equal those of the unstaged Triton
+kernel with ``block_v = BN`` bit for bit (``tests/test_pingpong.py``, on the H200).
 
-Scope: one sample per row, no log-masses, a shard starting on an even column (token pairs share a
-Philox block), bf16/fp16 inputs that TMA can read, compiled on sm_90.  The caller
-(:func:`~flashsampling.kernels.fused.launch_fused_stage1`) falls back to the Triton kernels otherwise.
+Scope: one sample per row, no log-masses, a shard starting on an even column, bf16/fp16 inputs that
+TMA can read, compiled on sm_90 (:func:`~flashsampling.kernels.fused.warp_specialized_supported`);
+:func:`~flashsampling.kernels.fused.launch_fused_stage1` runs the Triton kernels otherwise.
 """
 
 from __future__ import annotations
@@ -296,23 +301,6 @@ def launch_registers(groups: int) -> int:
 def default_consumer_registers(groups: int) -> int:
     """Registers per consumer thread after the loader's give-back (232 for 2 groups, 160 for 3)."""
     return (launch_registers(groups) * (groups + 1) - 24) // groups // 8 * 8
-
-
-def pingpong_supported(hidden: torch.Tensor, weight: torch.Tensor, col_offset: int) -> bool:
-    """Whether :func:`launch_pingpong` can run these inputs: compiled on an sm_90 GPU, 16-bit inputs
-    of one dtype that TMA can read, an even column offset."""
-    from .._device import INTERPRET
-    from .persistent import tma_compatible
-
-    return (
-        not INTERPRET
-        and hidden.is_cuda
-        and torch.cuda.get_device_capability(hidden.device)[0] == 9
-        and hidden.dtype in (torch.bfloat16, torch.float16)
-        and weight.dtype == hidden.dtype
-        and col_offset % 2 == 0
-        and tma_compatible(hidden, weight)
-    )
 
 
 def launch_pingpong(
