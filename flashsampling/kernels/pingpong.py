@@ -94,6 +94,7 @@ def _merge_chunk(z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run
     row_ok = rows < B
     inv_temp = gl.load(inv_temp_ptr + rows.to(gl.int64), mask=row_ok, other=1.0)
     col_ok = pid_v * BN + c * EV + cc < V
+    # Scores and flags as in select.scores_and_flags (ALLOW_NEG_INF false): base = z / T (z if greedy).
     valid = row_ok[:, None] & col_ok[None, :]
     greedy = inv_temp == 0.0
     scaled = z * inv_temp[:, None]

@@ -141,32 +141,6 @@ def select_chunk(
 ):
     """Perturb the ``[BLOCK_SIZE_B, WIDTH]`` scores ``base`` (global columns from ``chunk_start``) and
     return per row ``(max score, global index, tie-break key)`` of the winner."""
-    m, pos = select_chunk_position(
-        base, noisy, u_rows, c_smp, chunk_start, k0, k1, BLOCK_SIZE_B, WIDTH, N_ROUNDS, PAIRED, NOISE
-    )
-    idx = chunk_start + pos.to(tl.int64)
-    # The winner's key, for ties across chunks and tiles (a [BLOCK_SIZE_B] vector: cheap).
-    key = tie_key(k0, k1, u_rows, idx.to(tl.uint32), c_smp.reshape([1]), N_ROUNDS)
-    return m, idx, key
-
-
-@device_function
-def select_chunk_position(
-    base,
-    noisy,
-    u_rows,
-    c_smp,
-    chunk_start,
-    k0,
-    k1,
-    BLOCK_SIZE_B: tl.constexpr,
-    WIDTH: tl.constexpr,
-    N_ROUNDS: tl.constexpr,
-    PAIRED: tl.constexpr,
-    NOISE: tl.constexpr,
-):
-    """Per row of the perturbed ``[BLOCK_SIZE_B, WIDTH]`` scores: ``(max score, position in the
-    chunk)`` of the winner, exact float32 ties at the top broken by the larger tie-break key."""
     c_row = u_rows[:, None]
     if PAIRED:
         # Tokens (2p, 2p + 1) share Philox block p: split the chunk into its even and odd columns.
@@ -210,7 +184,10 @@ def select_chunk_position(
         if tl.max(n_hit, axis=0) > 1:
             kk = tl.where(hit, tie_key(k0, k1, c_row, gidx, c_smp, N_ROUNDS), 0)
             pos = tl.where(n_hit > 1, tl.argmax(kk, axis=1), pos)
-    return m, pos
+    idx = chunk_start + pos.to(tl.int64)
+    # The winner's key, for ties across chunks and tiles (a [BLOCK_SIZE_B] vector: cheap).
+    key = tie_key(k0, k1, u_rows, idx.to(tl.uint32), c_smp.reshape([1]), N_ROUNDS)
+    return m, idx, key
 
 
 @device_function
