@@ -21,6 +21,7 @@ import flashsampling
 from flashsampling.kernels.fused import (
     TileConfig,
     allocate_partials,
+    choose_tiles,
     default_tiles,
     launch_fused_stage1,
     warp_specialized_supported,
@@ -70,6 +71,19 @@ def test_warp_specialized_tiles():
     for b in (33, 64, 65, 128, 129, 256, 4096):
         t = warp_specialized_tiles(b)
         assert t.warp_specialized and t.block_b % 64 == 0 and t.block_v % t.epilogue_v == 0
+
+
+def test_choose_tiles_falls_back_to_the_triton_defaults(device):
+    """Without an sm_90 GPU (here: the interpreter or another GPU), for several samples or B <= 32,
+    sample() keeps the Triton kernels' default tiles."""
+    h = torch.randn(100, 64).to(torch.bfloat16).to(device)
+    w = torch.randn(300, 64).to(torch.bfloat16).to(device)
+    assert choose_tiles(h, w, 2) == default_tiles(100, 300, 64)
+    assert choose_tiles(h[:32], w, 1) == default_tiles(32, 300, 64)
+    assert not warp_specialized_supported(h.float(), w.float())
+    if not HOPPER:
+        assert choose_tiles(h, w, 1) == default_tiles(100, 300, 64)
+        assert not warp_specialized_supported(h, w)
 
 
 REF = TileConfig(128, 128, 64, num_warps=8, num_stages=3)  # unstaged Triton kernel, the same columns per tile

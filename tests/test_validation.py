@@ -180,6 +180,7 @@ def test_default_tiles_fit_every_dtype(batch, dtype, device):
         ({"block_v": 64, "epilogue_v": 8}, "epilogue_v=8"),
         ({"block_b": 32, "epilogue_v": 16, "warp_specialized": True}, "block_b a multiple of 64"),
         ({"block_b": 64, "warp_specialized": True}, "epilogue_v > 0"),
+        ({"warp_groups": 4}, "warp_groups=4"),
         ({"max_registers": 16}, "max_registers=16"),
         ({"max_registers": 256}, "max_registers=256"),
     ],
