@@ -240,12 +240,6 @@ def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, 
         )  # fmt: skip
 
 
-@gluon.jit
-def _loader_worker(h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM: gl.constexpr, BN: gl.constexpr,
-                   BK: gl.constexpr, STAGES: gl.constexpr, NUM_PROGRAMS: gl.constexpr):  # fmt: skip
-    _load_partition(h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS)
-
-
 @gluon.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset"])
 def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
                           scratch_ptr, B, V, D, col_offset, seed_lo, seed_hi, STAGES: gl.constexpr,
@@ -274,7 +268,7 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
             [
                 (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
                 (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
-                (_loader_worker, loads),
+                (_load_partition, loads),
             ],
             [4, 1],
             [CONSUMER_REGS, 24],
@@ -286,7 +280,7 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
                 (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
                 (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
                 (_consumer, (args, 2, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
-                (_loader_worker, loads),
+                (_load_partition, loads),
             ],
             [4, 4, 1],
             [CONSUMER_REGS, CONSUMER_REGS, 24],
