@@ -17,6 +17,7 @@ from flashsampling.noise import (
     exponential_from_bits_np,
     pair_noise,
     philox4x32_np,
+    positive_log,
     split_seed,
     tie_key,
     token_noise,
@@ -179,3 +180,26 @@ def test_twin_pair_fast_path_equals_per_token_path(start, stop):
     np.testing.assert_array_equal(g.view(np.uint32), expect.view(np.uint32))
     np.testing.assert_array_equal(g_lazy.view(np.uint32), expect.view(np.uint32))
     np.testing.assert_array_equal(np.asarray(key_lazy), key)
+
+
+@triton.jit
+def _logs_kernel(x_ptr, ours_ptr, ref_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(ours_ptr + offs, positive_log(x))
+    tl.store(ref_ptr + offs, tl.log(x))
+
+
+@pytest.mark.skipif(flashsampling.INTERPRET, reason="compiled only: in the interpreter both are NumPy's log")
+def test_positive_log_equals_libdevice_bit_for_bit():
+    """positive_log (libdevice's logf without its special-case branches) returns exactly tl.log's bits
+    on the noise's domain [2**-66, 46]: every float32 in [1/2, 2) (where the polynomial's argument
+    sweeps all of [-1/3, 1/3)), and 2**24 random ones across the whole domain."""
+    dense = torch.arange(0x3F000000, 0x40000000, dtype=torch.int32)
+    g = torch.Generator().manual_seed(0)
+    lo, hi = np.float32(2.0**-66).view(np.int32), np.float32(46.0).view(np.int32)
+    wide = torch.randint(int(lo), int(hi) + 1, (1 << 24,), dtype=torch.int32, generator=g)
+    x = torch.cat([dense, wide]).view(torch.float32).cuda()
+    ours, ref = torch.empty_like(x), torch.empty_like(x)
+    _logs_kernel[(x.numel() // 1024,)](x, ours, ref, BLOCK=1024)
+    assert torch.equal(ours.view(torch.int32), ref.view(torch.int32))

@@ -119,7 +119,8 @@ def test_gluon_candidates_equal_the_triton_kernel(shape, programs, ws):
 @pytest.mark.parametrize("ws", [WS, WS3], ids=["2-groups", "3-groups"])
 def test_gluon_ties_and_flags(ws):
     """8 weight rows repeated 300 times: exact ties within and across chunks and tiles, broken by the
-    tie-break key as in the Triton kernel; a NaN hidden state flags its row in both kernels."""
+    tie-break key as in the Triton kernel; a NaN hidden state, an infinite logit and z / T
+    overflowing flag their rows with the same bits in both kernels."""
     g = torch.Generator(device="cuda").manual_seed(2)
     h = torch.randn(64, 64, device="cuda", generator=g).to(torch.bfloat16)
     w = torch.randn(8, 64, device="cuda", generator=g).to(torch.bfloat16).repeat(300, 1)
@@ -128,10 +129,32 @@ def test_gluon_ties_and_flags(ws):
     for x, y in zip(ref[:4], got[:4]):
         assert torch.equal(x, y)
     h[3, 5] = float("nan")
+    inv[9] = 1e38  # z / T overflows (z finite): bit 2 in the fast pass
+    inv[11] = 1e38
+    h[11, 0] = 3e38  # row 11: some logits overflow to inf in the matmul, others in z / T: both bits
     ref, got = _equal_candidates(h, w, inv, ws=ws)
     assert torch.equal(ref[3], got[3]) and bool((got[3][3] & 1).all())
-    ok = torch.arange(64, device="cuda") != 3
+    assert bool((got[3][9] == 2).any()) and bool((got[3][11] == 3).any())
+    ok = (torch.arange(64, device="cuda") != 3) & (torch.arange(64, device="cuda") != 11)
     assert torch.equal(reduce_tiles(*ref[:4], w.shape[0])[0][ok], reduce_tiles(*got[:4], w.shape[0])[0][ok])
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")
+@pytest.mark.parametrize("ws", [WS, WS3], ids=["2-groups", "3-groups"])
+def test_gluon_overflow_flag_without_ties(ws):
+    """z / T overflowing to -inf in one column, no tie at any row's maximum: bit 2 in every row,
+    from the exact pass that the fast pass hands such rows to."""
+    g = torch.Generator(device="cuda").manual_seed(3)
+    h = torch.randn(64, 64, device="cuda", generator=g).to(torch.bfloat16)
+    w = (torch.randn(1000, 64, device="cuda", generator=g) * 0.01).to(torch.bfloat16)
+    h[:, 0] = 100.0
+    w[5] = 0.0
+    w[5, 0] = -1e4  # z[:, 5] = -1e6; times 1 / T = 1e33: -inf
+    inv = torch.full((64,), 1e33, device="cuda")
+    ref, got = _equal_candidates(h, w, inv, ws=ws)
+    for x, y in zip(ref[:4], got[:4]):
+        assert torch.equal(x, y)
+    assert bool((got[3][:, 0] == 2).all()) and int(got[3][:, 1:].max()) == 0
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")

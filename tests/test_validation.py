@@ -116,6 +116,20 @@ def test_fused_overflow_detected(device):
     assert int(tok.min()) >= 0 and int(tok.max()) < 40
 
 
+def test_row_flags_hold_both_bits(device):
+    """A tile row with an infinite logit in one column and a finite logit whose z / T overflows in
+    another gets both flag bits (the bits are ORed over the row's elements, not maxed)."""
+    from flashsampling.kernels.fused import default_tiles, launch_fused_stage1
+
+    h = torch.ones(2, 16, device=device)
+    w = torch.full((40, 16), 0.01, device=device)
+    w[3] = math.inf  # z[:, 3] = +inf: bit 1
+    w[7] = 1e9  # z[:, 7] = 1.6e10, times 1 / T = 1e30: bit 2
+    inv = torch.tensor([1e30, 1.0], device=device)
+    flags = launch_fused_stage1(h, w, inv, 1, 2, 1, default_tiles(2, 40, 16))[3]
+    assert flags[0].max().item() == 3 and flags[1].max().item() == 1
+
+
 def test_all_masked_row(device):
     z = torch.randn(2, 50, device=device)
     z[0] = -math.inf

@@ -40,13 +40,14 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from ..noise import exponential_from_bits, philox4x32
+from ..noise import exponential_from_bits, philox4x32, positive_log
 from .persistent import num_programs
 
 # The noise's device functions, compiled by Gluon (``.fn``: the Python function under triton.jit;
 # in the interpreter they are plain functions).
 _philox = gluon.jit(getattr(philox4x32, "fn", philox4x32))
 _exponential = gluon.jit(getattr(exponential_from_bits, "fn", exponential_from_bits))
+_log = gluon.jit(getattr(positive_log, "fn", positive_log))
 
 
 @gluon.jit
@@ -101,7 +102,7 @@ def _merge_chunk(z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run
     is_nan = z != z
     inf_z = (z == float("inf")) | (z == float("-inf"))
     overflow = ((scaled == float("inf")) | (scaled == float("-inf"))) & ~inf_z & ~greedy[:, None]
-    flag = gl.where(valid & (is_nan | inf_z), 1, 0) | gl.where(valid & overflow, 2, 0)
+    flag = gl.max(gl.where(valid & (is_nan | inf_z), 1, 0), axis=1) | gl.max(gl.where(valid & overflow, 2, 0), axis=1)
     base = gl.where(valid, gl.where(greedy[:, None], z, scaled), float("-inf"))
     # Tile positions, rows and the noise switch as full tensors, split with the scores into even and
     # odd columns (a token pair lives in one thread: no data moves).
@@ -117,8 +118,8 @@ def _merge_chunk(z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run
         pair = ((tile_start + p_even) // 2).to(gl.uint32)
         zero = pair * 0
         w0, w1, w2, w3 = _philox(pair, r_even.to(gl.uint32), zero, zero, k0, k1, N_ROUNDS)
-        s_even = gl.where(n_even != 0, b_even - gl.log(_exponential(w0, w1)), b_even)
-        s_odd = gl.where(n_odd != 0, b_odd - gl.log(_exponential(w2, w3)), b_odd)
+        s_even = gl.where(n_even != 0, b_even - _log(_exponential(w0, w1)), b_even)
+        s_odd = gl.where(n_odd != 0, b_odd - _log(_exponential(w2, w3)), b_odd)
     else:
         s_even = b_even
         s_odd = b_odd
@@ -149,50 +150,156 @@ def _merge_chunk(z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run
         k_new = _tie_key(k0, k1, rr, (tile_start + pos).to(gl.uint32), N_ROUNDS)
         k_old = _tie_key(k0, k1, rr, (tile_start + run_pos).to(gl.uint32), N_ROUNDS)
         better = better | (tie & (k_new > k_old))
-    flag = gl.convert_layout(gl.max(flag, axis=1), run_flag.type.layout)
+    flag = gl.convert_layout(flag, run_flag.type.layout)
     return gl.where(better, m, run_m), gl.where(better, pos, run_pos), run_flag | flag
+
+
+@gluon.jit
+def _scan_tile(slot, chunk, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1, BM: gl.constexpr,
+               BN: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr, NOISE: gl.constexpr,
+               MASKED: gl.constexpr):  # fmt: skip
+    """The fast pass over a staged tile: per thread, per slot of the chunk layout, a running maximum.
+
+    Every thread owns the same ``[BM, EV // 2]`` (even, odd) slots of every chunk (the chunk's NVMMA
+    layout), so it keeps, per slot and across chunks, the running ``(max score, chunk)`` with a strict
+    ``>`` and a bit that records an exact tie with the running maximum -- elementwise, with no
+    reduction, shuffle or barrier inside the chunk loop.  Non-finite values are accumulated as a NaN
+    sum: ``bad += (z / T) * 0`` turns NaN once a logit is NaN or infinite or ``z / T`` overflows.
+    Returns ``(max_even, max_odd, chunk_tie_even, chunk_tie_odd, bad)`` with
+    ``chunk_tie = 2 * chunk + tie``.  Columns at or past ``V`` (zeros, from TMA's out-of-bounds fill)
+    are masked to ``-inf`` when ``MASKED`` (the last tile of the row)."""
+    run_even = gl.zeros_like(mult) + float("-inf")
+    run_odd = gl.zeros_like(mult) + float("-inf")
+    ct_even = gl.zeros_like(pos_even)
+    ct_odd = gl.zeros_like(pos_even)
+    bad = gl.zeros_like(mult)
+    z = gl.load(slot + chunk)
+    for c in range(0, BN // EV):
+        nxt = gl.minimum(c + 1, BN // EV - 1) * EV  # (the last iteration reloads its own chunk)
+        z_next = gl.load(slot + nxt + chunk)
+        z_even, z_odd = gl.split(gl.reshape(z, [BM, EV // 2, 2]))
+        s_even = z_even * mult
+        s_odd = z_odd * mult
+        bad = bad + s_even * 0.0 + s_odd * 0.0
+        if MASKED:
+            limit = c_end - c * EV  # columns of this chunk below V
+            s_even = gl.where(pos_even < limit, s_even, float("-inf"))
+            s_odd = gl.where(pos_odd < limit, s_odd, float("-inf"))
+        if NOISE:
+            pair = ((tile_start + c * EV) // 2 + (pos_even >> 1)).to(gl.uint32)
+            zero = pair * 0
+            w0, w1, w2, w3 = _philox(pair, rows_u, zero, zero, k0, k1, N_ROUNDS)
+            # noisy is 1.0 or 0.0 per row: the product is exact, so this is z / T - log(E) or z / T.
+            s_even = s_even - _log(_exponential(w0, w1)) * noisy
+            s_odd = s_odd - _log(_exponential(w2, w3)) * noisy
+        c2 = c * 2
+        gt = s_even > run_even
+        ct_even = gl.where(gt, c2, ct_even | (s_even == run_even).to(gl.int32))
+        run_even = gl.where(gt, s_even, run_even)
+        gt = s_odd > run_odd
+        ct_odd = gl.where(gt, c2, ct_odd | (s_odd == run_odd).to(gl.int32))
+        run_odd = gl.where(gt, s_odd, run_odd)
+        z = z_next
+    return run_even, run_odd, ct_even, ct_odd, bad
 
 
 @gluon.jit
 def _tile_epilogue(acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
                    part_key_ptr, part_idx_ptr, flag_ptr, BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr,
                    N_ROUNDS: gl.constexpr, NOISE: gl.constexpr):  # fmt: skip
-    """The epilogue of one accumulator tile: its ``BN // EV`` chunks, merged, then the candidate.
+    """The epilogue of one accumulator tile: a fast pass, and an exact pass for rare tiles.
 
     Each thread writes its accumulator registers to the consumer's scratch slot and reads back,
-    chunk by chunk, exactly the elements it wrote (the chunk's NVMMA layout maps the same columns to
-    the same thread), so no barrier is needed; chunk ``c + 1`` is loaded before chunk ``c`` is
-    processed.  (Chunks taken as register views of the accumulator, without the scratch slot, were
-    measured 1.1-1.9x slower: benchmarks/NOTES.md.)"""
+    chunk by chunk (``EV`` columns), exactly the elements it wrote (the chunk's NVMMA layout maps the
+    same columns to the same thread), so no barrier is needed; chunk ``c + 1`` is loaded before
+    chunk ``c`` is processed.
+
+    The fast pass (:func:`_scan_tile`) keeps per-thread running maxima; one reduction per row at the
+    end gives the row's maximum ``M`` and its position.  It is exact unless ``M`` occurs more than
+    once in the row (an exact float32 tie, decided by the tie-break keys) or the row holds a NaN or
+    infinite logit or ``z / T`` (a flagged row: the element-wise test sets its bits).  If any row of
+    the tile has either (one block-wide test per tile), the exact pass -- :func:`_merge_chunk` on
+    8-column chunks, the previous epilogue -- recomputes the whole tile from the scratch slot.  Either
+    way the candidates are those of the unstaged Triton kernel, bit for bit.  (Chunks taken as
+    register views of the accumulator, without the scratch slot, were measured 1.1-1.9x slower:
+    benchmarks/NOTES.md.)"""
     mma: gl.constexpr = acc.type.layout
     cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
     r_acc = gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
     c_acc = gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
     gl.store(slot + r_acc[:, None] * BN + c_acc[None, :], acc)
     vec: gl.constexpr = gl.SliceLayout(1, cl)
-    run_m = gl.full([BM], float("-inf"), gl.float32, vec)
-    run_pos = gl.zeros([BM], gl.int32, vec)
-    run_flag = gl.zeros([BM], gl.int32, vec)
-    r = gl.arange(0, BM, layout=gl.SliceLayout(1, cl))
-    chunk = r[:, None] * BN + gl.arange(0, EV, layout=gl.SliceLayout(0, cl))[None, :]
-    z = gl.load(slot + chunk)
-    for c in range(0, BN // EV):
-        nxt = gl.minimum(c + 1, BN // EV - 1) * EV  # (the last iteration reloads its own chunk)
-        z_next = gl.load(slot + nxt + chunk)
-        run_m, run_pos, run_flag = _merge_chunk(
-            z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run_m, run_pos, run_flag,
-            BM, BN, EV, N_ROUNDS, NOISE,
-        )  # fmt: skip
-        z = z_next
-    rows = pid_b * BM + gl.arange(0, BM, layout=vec)
+    r = gl.arange(0, BM, layout=vec)
+    cc = gl.arange(0, EV, layout=gl.SliceLayout(0, cl))
+    chunk = r[:, None] * BN + cc[None, :]
+    rows = pid_b * BM + r
     row_ok = rows < B
-    idx = col_offset + pid_v.to(gl.int64) * BN + run_pos
+    inv_temp = gl.load(inv_temp_ptr + rows.to(gl.int64), mask=row_ok, other=1.0)
+    greedy = inv_temp == 0.0
+    # Per-row and per-column constants as full chunk tensors, split like the scores (no data moves).
+    full = gl.zeros([BM, EV], gl.float32, cl)
+    mult, _m = gl.split(gl.reshape(full + gl.where(greedy, 1.0, inv_temp)[:, None], [BM, EV // 2, 2]))
+    noisy, _n = gl.split(gl.reshape(full + gl.where(greedy, 0.0, 1.0)[:, None], [BM, EV // 2, 2]))
+    ifull = gl.zeros([BM, EV], gl.int32, cl)
+    rows_u, _r = gl.split(gl.reshape(ifull + rows[:, None], [BM, EV // 2, 2]))
+    rows_u = rows_u.to(gl.uint32)
+    pos_even, pos_odd = gl.split(gl.reshape(ifull + cc[None, :], [BM, EV // 2, 2]))
+    tile_start = col_offset + pid_v * BN  # even: a pair never straddles two chunks
+    c_end = V - pid_v * BN  # tile columns below V
+    if c_end >= BN:
+        run_even, run_odd, ct_even, ct_odd, bad = _scan_tile(
+            slot, chunk, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1,
+            BM, BN, EV, N_ROUNDS, NOISE, False,
+        )  # fmt: skip
+    else:
+        run_even, run_odd, ct_even, ct_odd, bad = _scan_tile(
+            slot, chunk, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1,
+            BM, BN, EV, N_ROUNDS, NOISE, True,
+        )  # fmt: skip
+    # Per row: the maximum and its copies (slots holding it, and ties inside a slot).
+    top = gl.maximum(gl.max(run_even, axis=1), gl.max(run_odd, axis=1))
+    hit_even = run_even == top[:, None]
+    hit_odd = run_odd == top[:, None]
+    n_hit = gl.sum(hit_even.to(gl.int32) + hit_odd.to(gl.int32), axis=1)
+    tied = gl.max(gl.where(hit_even, ct_even & 1, 0) | gl.where(hit_odd, ct_odd & 1, 0), axis=1)
+    finite = top > float("-inf")
+    bad = gl.sum(bad, axis=1)
+    exact = (finite & ((n_hit > 1) | (tied > 0))) | (bad != bad)
+    if gl.max(gl.convert_layout(exact, vec).to(gl.int32), axis=0) > 0:
+        # Rare: an exact tie at some row's maximum, or a NaN/infinite logit or z / T.  The exact pass.
+        # 8-column chunks (any multiple of 8 maps the same columns to the same thread as the
+        # accumulator), so that this rarely taken pass needs few registers.
+        xl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 8, 16])
+        xvec: gl.constexpr = gl.SliceLayout(1, xl)
+        x_chunk = gl.arange(0, BM, layout=xvec)[:, None] * BN + gl.arange(0, 8, layout=gl.SliceLayout(0, xl))[None, :]
+        m_x = gl.full([BM], float("-inf"), gl.float32, xvec)
+        pos_x = gl.zeros([BM], gl.int32, xvec)
+        flag_x = gl.zeros([BM], gl.int32, xvec)
+        for c in range(0, BN // 8):
+            z = gl.load(slot + c * 8 + x_chunk)
+            m_x, pos_x, flag_x = _merge_chunk(
+                z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, m_x, pos_x, flag_x, BM, BN, 8, N_ROUNDS,
+                NOISE,
+            )  # fmt: skip
+        m = gl.convert_layout(m_x, vec)
+        pos = gl.convert_layout(pos_x, vec)
+        flag = gl.convert_layout(flag_x, vec)
+    else:
+        # The maximum is unique and every score finite: its position, no flags.
+        big = BN * 2
+        p_even = gl.where(hit_even, (ct_even >> 1) * EV + pos_even, big)
+        p_odd = gl.where(hit_odd, (ct_odd >> 1) * EV + pos_odd, big)
+        pos = gl.minimum(gl.min(p_even, axis=1), gl.min(p_odd, axis=1))
+        pos = gl.convert_layout(gl.where(finite, pos, 0), vec)  # all -inf: the first column, as in Triton
+        flag = gl.zeros([BM], gl.int32, vec)
+        m = gl.convert_layout(top, vec)
+    idx = col_offset + pid_v.to(gl.int64) * BN + pos
     key = _tie_key(k0, k1, rows.to(gl.uint32), idx.to(gl.uint32), N_ROUNDS)
     off = rows.to(gl.int64) * num_v_tiles + pid_v
-    gl.store(part_max_ptr + off, run_m, mask=row_ok)
+    gl.store(part_max_ptr + off, m, mask=row_ok)
     gl.store(part_key_ptr + off, key.to(gl.int64), mask=row_ok)
     gl.store(part_idx_ptr + off, idx, mask=row_ok)
-    gl.store(flag_ptr + off, run_flag, mask=row_ok)
+    gl.store(flag_ptr + off, flag, mask=row_ok)
 
 
 @gluon.jit

@@ -63,8 +63,8 @@ def scores_and_flags(z, row_ok, col_ok, inv_temp, ALLOW_NEG_INF: tl.constexpr):
     else:
         bad = is_nan | pos_inf | neg_inf
     overflow = ((scaled == float("inf")) | (scaled == float("-inf"))) & ~(pos_inf | neg_inf) & ~greedy[:, None]
-    flag = tl.where(valid & bad, 1, 0) | tl.where(valid & overflow, 2, 0)
-    flag = tl.max(flag, axis=1)
+    # The row's bits, ORed over its elements (a row can hold both kinds).
+    flag = tl.max(tl.where(valid & bad, 1, 0), axis=1) | tl.max(tl.where(valid & overflow, 2, 0), axis=1)
     base = tl.where(valid, tl.where(greedy[:, None], z, scaled), float("-inf"))
     return base, flag, greedy
 
