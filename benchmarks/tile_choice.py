@@ -1,0 +1,71 @@
+"""The Gluon kernel's tile choice through ``flashsampling.sample``, in the harness's conditions.
+
+For each harness shape and B in {128, 256}: ``sample()`` with each candidate ``TileConfig`` and the cuBLAS
+matmul, timed in one process with the harness's timer (``triton.testing.do_bench`` median, L2 flushed),
+the candidates interleaved over ``--rounds`` rounds so that clock drift hits them alike.  Writes JSON.
+
+    python3 benchmarks/tile_choice.py --out benchmarks/results/tile_choice_h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import flashsampling  # noqa: E402
+from flashsampling import TileConfig  # noqa: E402
+
+SHAPES = [(128256, 4096), (151936, 4096), (151936, 5120), (128256, 8192), (201088, 2880)]
+WS = {"num_warps": 4, "warp_specialized": True}
+CANDIDATES = {
+    "3 groups, 64x128, 6 stages, 16-col": TileConfig(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=3, **WS),
+    "2 groups, 64x256, 4 stages, 32-col": TileConfig(64, 256, 64, num_stages=4, epilogue_v=32, warp_groups=2, **WS),
+    "2 groups, 64x256, 4 stages, 16-col": TileConfig(64, 256, 64, num_stages=4, epilogue_v=16, warp_groups=2, **WS),
+}
+
+
+def bench(fn) -> float:
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--batches", default="128,256")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": []}
+    for V, D in SHAPES:
+        w = (torch.randn(V, D, device="cuda", generator=gen) * 0.02).to(torch.bfloat16)
+        for B in [int(b) for b in args.batches.split(",")]:
+            h = torch.randn(B, D, device="cuda", generator=gen).to(torch.bfloat16)
+            times = {name: [] for name in ["matmul", *CANDIDATES]}
+            ref = flashsampling.sample(h, w, temperature=0.8, seed=1234, host_checks=False)
+            agree = {}
+            for name, tc in CANDIDATES.items():
+                tok = flashsampling.sample(h, w, temperature=0.8, seed=1234, host_checks=False, tiles=tc)
+                agree[name] = float((tok == ref).float().mean())
+            for _ in range(args.rounds):
+                times["matmul"].append(bench(lambda h=h, w=w: h @ w.T))
+                for name, tc in CANDIDATES.items():
+                    times[name].append(
+                        bench(lambda h=h, w=w, tc=tc: flashsampling.sample(h, w, temperature=0.8, seed=1234,
+                                                                           host_checks=False, tiles=tc))
+                    )  # fmt: skip
+            row = {"V": V, "D": D, "B": B, "ms": {k: min(v) for k, v in times.items()}, "all_ms": times,
+                   "token_agreement_with_default": agree}  # fmt: skip
+            out["rows"].append(row)
+            print(json.dumps({k: row[k] for k in ("V", "D", "B", "ms")}), flush=True)
+            Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
