@@ -141,12 +141,17 @@ def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
 def warp_specialized_tiles(B: int) -> TileConfig | None:
     """Tiles of the warp-specialized Gluon kernel (:mod:`.pingpong`) for ``B > 32`` rows, ``None``
     below (where the weight stream, not the epilogue, is the cost and the Triton defaults are within
-    5% of the matmul).  Tuned on the H200, V=151936, D=4096 (benchmarks/results/pingpong_sweep_h200_v5.json):
-    three consumer groups on 64 x 128 tiles with 16-column chunks, so that an epilogue may take up to
-    two tiles' matmul and still hide (at B=256: 0.716 ms; two groups on 64 x 256 tiles, 0.732)."""
+    5% of the matmul).  Tuned on the H200 (benchmarks/results/pingpong_sweep_h200_v3.json, _v5.json,
+    tile_choice_h200.json): three consumer groups on 64 x 128 tiles up to B=64 (an epilogue may take
+    two tiles' matmul and still hide); above, two groups on 64 x 256 tiles with 32-column chunks,
+    which were 3-10% faster than three groups through ``sample()`` on all five harness shapes at B=128
+    and B=256 (fewer re-reads of the weights from L2, wider MMAs)."""
     if B <= 32:
         return None
-    return TileConfig(64, 128, 64, num_warps=4, num_stages=6, epilogue_v=16, warp_specialized=True, warp_groups=3)
+    ws = {"num_warps": 4, "warp_specialized": True}
+    if B <= 64:
+        return TileConfig(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=3, **ws)
+    return TileConfig(64, 256, 64, num_stages=4, epilogue_v=32, warp_groups=2, **ws)
 
 
 def choose_tiles(hidden: torch.Tensor, weight: torch.Tensor, num_samples: int) -> TileConfig:
