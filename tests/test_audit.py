@@ -53,6 +53,28 @@ def test_run_audit_rows():
     assert "numpy.choice" in A.format_audit(rows)
 
 
+def test_warmup_is_not_charged_to_the_budget():
+    """A sampler whose first call takes longer than its whole share (a JIT compile) still gets the
+    draws its share buys: the warm-up is timed apart and not charged."""
+    import time
+
+    numpy_choice = next(s for s in A.SAMPLERS if s.name == "numpy.choice")
+    first = []
+
+    def slow_first_draw(case, n, seed):
+        if not first:
+            first.append(1)
+            time.sleep(1.5)
+        return numpy_choice.draw(case, n, seed)
+
+    slow = A.AuditSampler("slow-jit", "numpy, after a 1.5 s first call", slow_first_draw, lambda: None,
+                          lambda: "test", per_draw_vector=False)  # fmt: skip
+    cases = {k: v for k, v in A.audit_cases().items() if k == "normal-V1000"}
+    row = A._audit_one(slow, cases, alpha=1e-3, budget=1.0, seed=3)
+    assert row["warmup_seconds"] >= 1.5
+    assert row["cases"][0]["n"] > A.MIN_DRAWS
+
+
 @pytest.mark.parametrize(
     ("costs", "budget", "expect"),
     [
