@@ -18,13 +18,16 @@ program (one per SM) into partitions that synchronize through mbarriers:
 Epilogue: each thread writes its accumulator registers to the group's scratch slot and reads back,
 chunk by chunk (``EV`` columns, the next chunk loaded before this one is processed), exactly the
 elements it wrote -- the chunk's NVMMA layout maps the same columns to the same thread -- so no
-barrier is needed.  Per chunk: temperature, flags, the Philox noise of token pairs (both tokens of
-a pair live in one thread), each row's maximum, merged in registers into one candidate per (row,
-tile) by stage 2's rule; exact float32 ties (inside a chunk or across chunks) go to the larger
-tie-break key, after one block-wide test.  The noise is the same stream as the Triton kernels'
-(``philox4x32`` and ``exponential_from_bits`` of :mod:`flashsampling.noise`, compiled by Gluon),
-and the MMAs accumulate in the same order, so the candidates equal those of the unstaged Triton
-kernel with ``block_v = BN`` bit for bit (``tests/test_pingpong.py``, on the H200).
+barrier is needed.  A fast pass keeps, per thread and per slot of the chunk layout, a running
+maximum of the perturbed scores (temperature, the Philox noise of token pairs -- both tokens of a
+pair live in one thread) with a bit for exact ties, and a NaN sum that catches non-finite scores;
+one reduction per row at the end of the tile gives its candidate.  A tile where some row's maximum
+is tied or some score is not finite (rare) is redone by the exact pass: per 8-column chunk, flags
+and each row's maximum, merged by stage 2's rule, exact float32 ties going to the larger tie-break
+key.  The noise is the same stream as the Triton kernels' (``philox4x32``, ``exponential_from_bits``
+and ``positive_log`` of :mod:`flashsampling.noise`, compiled by Gluon), and the MMAs accumulate in
+the same order, so the candidates equal those of the unstaged Triton kernel with ``block_v = BN``
+bit for bit (``tests/test_pingpong.py``, on the H200).
 
 Scope: one sample per row, no log-masses, a shard starting on an even column, bf16/fp16 inputs that
 TMA can read, compiled on sm_90 (:func:`~flashsampling.kernels.fused.warp_specialized_supported`);
