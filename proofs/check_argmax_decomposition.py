@@ -13,6 +13,10 @@
   untiled rule (greedy rows with many ties included).
 * ``greedy_tie_uniformity``: at temperature 0 with equal logits, the twin picks each token with
   frequency 1/V (chi-square, fixed seed).
+* ``fast_pass_trials``: the Gluon kernel's fast pass (per-slot running maxima with tie bits, a NaN
+  sum; Proposition 4), modelled in NumPy on rows with many ties, ``-inf``, ``+inf`` and NaN: it asks
+  for the exact pass exactly when the row's maximum is tied or a score is not finite, and otherwise
+  returns the row's unique argmax.
 """
 
 from __future__ import annotations
@@ -169,6 +173,77 @@ def greedy_tie_uniformity(v: int = 8, n: int = 40_000, seed: int = 4242) -> floa
     return float(stats.chisquare(np.bincount(x, minlength=v)).pvalue)
 
 
+def fast_pass(
+    scores: np.ndarray, width: int, masked_from: int, planted: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The fast pass of :func:`flashsampling.kernels.pingpong._scan_tile` on rows of float32 ``scores``.
+
+    Slot ``j`` of a ``width``-column chunk sees columns ``j, width + j, 2 width + j, ...``; it keeps the
+    running maximum under a strict ``>`` (initially ``-inf``), the chunk where it was set, and a tie bit
+    (set when a value equals the running maximum, cleared when the maximum grows).  Columns from
+    ``masked_from`` on are past the vocabulary: ``-inf``, and left out of the NaN sum, as in the kernel.
+    Returns ``(needs_exact_pass, position)`` per row; ``position`` is meaningful where the exact pass
+    is not needed (the first column for a row of ``-inf`` only).  ``planted`` breaks it on purpose, for
+    the check's own test: ``"no-tie-bit"`` drops the tie bits, ``"no-nan-sum"`` the NaN sum.
+    """
+    rows, cols = scores.shape
+    chunks = -(-cols // width)
+    padded = np.full((rows, chunks * width), -np.inf, dtype=np.float32)
+    padded[:, :cols] = scores
+    padded[:, masked_from:] = -np.inf
+    with np.errstate(invalid="ignore"):
+        bad = np.isnan((scores[:, :masked_from] * np.float32(0)).sum(axis=1)) & (planted != "no-nan-sum")
+        run = np.full((rows, width), -np.inf, dtype=np.float32)
+        chunk_of = np.zeros((rows, width), dtype=np.int64)
+        tie = np.zeros((rows, width), dtype=bool)
+        for c in range(chunks):
+            s = padded[:, c * width : (c + 1) * width]
+            gt = s > run
+            tie = np.where(gt, False, tie | ((s == run) & (planted != "no-tie-bit")))
+            chunk_of = np.where(gt, c, chunk_of)
+            run = np.where(gt, s, run)
+        top = run.max(axis=1)
+        hit = run == top[:, None]
+        finite = top > -np.inf
+        needs = (finite & ((hit.sum(axis=1) > 1) | (hit & tie).any(axis=1))) | bad
+    pos = np.where(hit, chunk_of * width + np.arange(width)[None, :], 2**62).min(axis=1)
+    return needs, np.where(finite, pos, 0)
+
+
+def fast_pass_trials(n_trials: int = 3000, seed: int = 3, planted: str | None = None) -> tuple[int, int, int]:
+    """``(wrong, rows handed to the exact pass, rows kept)``: ``wrong`` must be 0.
+
+    A row is wrong if the fast pass keeps it while its maximum is attained twice (or a score is not
+    finite), hands it over while neither holds, or keeps it with a position that is not the unique argmax.
+    """
+    rng = np.random.default_rng(seed)
+    values = np.array([-2.0, -0.5, 0.0, 0.75, 1.0, 4.0], dtype=np.float32)
+    specials = np.array([np.nan, np.inf, -np.inf], dtype=np.float32)
+    wrong = handed = kept = 0
+    for _ in range(n_trials):
+        width = int(rng.choice([2, 4, 8, 16]))
+        cols = int(rng.integers(1, 120))
+        masked_from = cols if rng.random() < 0.5 else int(rng.integers(1, cols + 1))
+        if rng.random() < 0.5:
+            s = values[rng.integers(0, values.size, (4, cols))]  # exact ties common
+        else:
+            s = rng.standard_normal((4, cols)).astype(np.float32)
+        if rng.random() < 0.2:
+            s[rng.integers(0, 4), rng.integers(0, cols)] = specials[rng.integers(0, 3)]
+        needs, pos = fast_pass(s, width, masked_from, planted)
+        for r in range(4):
+            row = s[r, :masked_from]
+            expect = not np.isfinite(row).all() or int((row == row.max()).sum()) > 1
+            if needs[r] != expect:
+                wrong += 1
+            elif not needs[r]:
+                kept += 1
+                wrong += int(pos[r] != int(np.argmax(row)))
+            else:
+                handed += 1
+    return wrong, handed, kept
+
+
 def main() -> int:
     ok = True
     mism, ties = decomposition_trials()
@@ -194,6 +269,9 @@ def main() -> int:
     pv = greedy_tie_uniformity()
     ok &= pv > 1e-3
     print(f"greedy choice among 8 equal logits, 40000 samples: chi-square p = {pv:.3f}")
+    wrong, handed, kept = fast_pass_trials()
+    ok &= wrong == 0
+    print(f"fast pass, 3000 x 4 rows: {kept} kept, {handed} handed to the exact pass, {wrong} wrong")
     return 0 if ok else 1
 
 

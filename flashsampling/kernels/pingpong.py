@@ -223,7 +223,8 @@ def _tile_epilogue(acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_t
     infinite logit or ``z / T`` (a flagged row: the element-wise test sets its bits).  If any row of
     the tile has either (one block-wide test per tile), the exact pass -- :func:`_merge_chunk` on
     8-column chunks, the previous epilogue -- recomputes the whole tile from the scratch slot.  Either
-    way the candidates are those of the unstaged Triton kernel, bit for bit.  (Chunks taken as
+    way the candidates are those of the unstaged Triton kernel, bit for bit (the fast pass's part:
+    proofs/argmax_decomposition.md, Proposition 4).  (Chunks taken as
     register views of the accumulator, without the scratch slot, were measured 1.1-1.9x slower:
     benchmarks/NOTES.md.)"""
     mma: gl.constexpr = acc.type.layout

@@ -38,3 +38,17 @@ def test_twin_tiles_equal_untiled():
 
 def test_greedy_ties_are_uniform():
     assert chk.greedy_tie_uniformity(v=6, n=12_000, seed=4242) > 1e-3
+
+
+def test_fast_pass_hands_over_exactly_the_tied_and_nonfinite_rows():
+    wrong, handed, kept = chk.fast_pass_trials(n_trials=600, seed=4)
+    assert wrong == 0
+    assert handed > 300 and kept > 300  # both outcomes exercised
+
+
+@pytest.mark.parametrize("planted", ["no-tie-bit", "no-nan-sum"])
+def test_fast_pass_check_catches_a_broken_fast_pass(planted):
+    """The check can fail: without the tie bits (ties inside one slot go unseen) or without the NaN
+    sum (rows with NaN or infinite scores are kept), it counts wrong rows."""
+    wrong, _, _ = chk.fast_pass_trials(n_trials=600, seed=4, planted=planted)
+    assert wrong > 0
