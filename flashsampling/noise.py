@@ -123,7 +123,7 @@ else:
         instructions; the noise calls it about twice per token).
 
         ``x = 2**e * m`` with ``m`` in ``[2/3, 4/3)``, ``f = m - 1`` (exact), ``log(x) = e log 2 +
-        log1p(f)`` with ``log1p(f) = f + f * (f * P(f))``, ``P`` libdevice's degree-7 polynomial,
+        log1p(f)`` with ``log1p(f) = f + f * (f * P(f))``, ``P`` libdevice's degree-8 polynomial,
         evaluated in the same order with the same fused multiply-adds (read off the SASS of
         ``tl.log`` on sm_90, triton 3.6).  Every argument the noise passes is in ``[2**-66, 46]``:
         positive and normal.  ``tests/test_noise.py`` checks the equality with ``tl.log`` on the GPU.
