@@ -36,6 +36,7 @@ import triton
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import flashsampling  # noqa: E402
 from benchmarks.common import (  # noqa: E402
+    bench_ms,
     copy_bandwidth_gbs,
     exponential_race_sampler,
     gumbel_argmax,
@@ -58,10 +59,6 @@ def load_flashinfer():
         return sampling_from_logits, flashinfer.__version__
     except Exception as e:  # noqa: BLE001 - the reason goes into the JSON
         return None, f"{type(e).__name__}: {e}"
-
-
-def bench(fn) -> float:
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
 def graphed(fn):
@@ -151,7 +148,7 @@ def main() -> None:
             ms["matmul_graph"] = graphed(ms["matmul"])
             for name, fn in ms.items():
                 try:
-                    r[f"{name}_ms"] = bench(fn)
+                    r[f"{name}_ms"] = bench_ms(fn)
                 except Exception as e:  # noqa: BLE001 - record and go on
                     r[f"{name}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
             tiles = choose_tiles(h, w, 1)  # what sample() runs

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 
 import torch
+import triton
 
 
 def median_ms(fn, *, warmup: int = 5, reps: int = 30) -> float:
@@ -22,6 +23,12 @@ def median_ms(fn, *, warmup: int = 5, reps: int = 30) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+def bench_ms(fn) -> float:
+    """The harness's timer: ``triton.testing.do_bench`` median in ms (25 ms warm-up, 100 ms of repetitions,
+    L2 flushed between them)."""
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
 
 
 def copy_bandwidth_gbs(nbytes: int = 4 << 30) -> float:

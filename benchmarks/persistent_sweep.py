@@ -29,6 +29,7 @@ import torch
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import bench_ms  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
 from flashsampling.kernels.fused import (  # noqa: E402
     allocate_partials,
@@ -153,16 +154,12 @@ def occupancy(kernel, tc: TileConfig) -> int:
     return min(by_regs, by_smem)
 
 
-def bench(fn) -> float:
-    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
-
-
 def sweep_batch(B: int, h, inv, w, out: dict, split: bool = True) -> dict:
     V, D, dev = w.shape[0], w.shape[1], w.device
     row = {"B": B}
-    row["cublas_bf16"] = bench(lambda h=h: h @ w.T)
+    row["cublas_bf16"] = bench_ms(lambda h=h: h @ w.T)
     if out["mm_out_dtype"] is True:
-        row["cublas_fp32"] = bench(lambda h=h: torch.mm(h, w.T, out_dtype=torch.float32))
+        row["cublas_fp32"] = bench_ms(lambda h=h: torch.mm(h, w.T, out_dtype=torch.float32))
         z = torch.mm(h, w.T, out_dtype=torch.float32)
     else:
         z = (h @ w.T).float()
@@ -172,8 +169,8 @@ def sweep_batch(B: int, h, inv, w, out: dict, split: bool = True) -> dict:
             zz = torch.mm(h, w.T, out_dtype=torch.float32) if out["mm_out_dtype"] is True else (h @ w.T).float()
             return reduce_tiles(*launch_logits_stage1(zz, inv, 5, 7, 1, bb, bv)[:4], V)
 
-        row[f"split/{bb}x{bv}"] = bench(split_path)
-        row[f"logits_only/{bb}x{bv}"] = bench(
+        row[f"split/{bb}x{bv}"] = bench_ms(split_path)
+        row[f"logits_only/{bb}x{bv}"] = bench_ms(
             lambda bb=bb, bv=bv: reduce_tiles(*launch_logits_stage1(z, inv, 5, 7, 1, bb, bv)[:4], V)
         )
     t = default_tiles(B, V, D)
@@ -183,8 +180,8 @@ def sweep_batch(B: int, h, inv, w, out: dict, split: bool = True) -> dict:
         return reduce_tiles(*launch_fused_stage1(h, w, inv, 5, 7, 1, t, **kw)[:4], V)[0]
 
     ref = run_default()
-    row["default"] = bench(run_default)
-    row["default_no_noise"] = bench(lambda: run_default(noise=False))
+    row["default"] = bench_ms(run_default)
+    row["default_no_noise"] = bench_ms(lambda: run_default(noise=False))
     for cfg, flatten, ws, *extra in PERSISTENT.get(B, []):
         opts = extra[0] if extra and isinstance(extra[0], dict) else {"max_registers": extra[0]} if extra else {}
         cap = opts.get("max_registers")
@@ -210,9 +207,9 @@ def sweep_batch(B: int, h, inv, w, out: dict, split: bool = True) -> dict:
             rec = {"compile_s": round(time.time() - t0, 1), "n_regs": k.n_regs, "n_spills": k.n_spills,
                    "shared": k.metadata.shared, "agree": float((tok == ref).float().mean()),
                    "programs_per_sm": occupancy(k, tc)}  # fmt: skip
-            rec["ms"] = bench(lambda run_p=run_p: run_p())
-            rec["ms_no_noise"] = bench(lambda run_p=run_p: run_p(noise=False))
-            rec["ms_rounds0"] = bench(lambda run_p=run_p: run_p(n_rounds=0))
+            rec["ms"] = bench_ms(lambda run_p=run_p: run_p())
+            rec["ms_no_noise"] = bench_ms(lambda run_p=run_p: run_p(noise=False))
+            rec["ms_rounds0"] = bench_ms(lambda run_p=run_p: run_p(n_rounds=0))
             row[name] = rec
         except Exception as e:  # noqa: BLE001
             row[name] = {"error": "".join(traceback.format_exception_only(e))[-600:]}

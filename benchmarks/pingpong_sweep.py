@@ -22,6 +22,7 @@ import torch
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import bench_ms  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
 from flashsampling.kernels.fused import allocate_partials, default_tiles, launch_fused_stage1  # noqa: E402
 from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
@@ -65,10 +66,6 @@ CONFIGS = {
 def ws_tiles(bb, bv, bd, stages, ev, groups=2) -> TileConfig:
     return TileConfig(bb, bv, bd, num_warps=4, num_stages=stages, epilogue_v=ev, warp_specialized=True,
                       warp_groups=groups)  # fmt: skip
-
-
-def bench(fn) -> float:
-    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
 
 
 def compare_candidates(h, w, inv, tiles, ref_tiles, col_offset=0) -> dict:
@@ -158,15 +155,15 @@ def main() -> None:
     for B in [int(b) for b in args.batches.split(",")]:
         h = torch.randn(B, D, device=dev, generator=gen).to(torch.bfloat16)
         inv = torch.full((B,), 1.0, device=dev)
-        row = {"B": B, "cublas_bf16": bench(lambda h=h: h @ w.T)}
+        row = {"B": B, "cublas_bf16": bench_ms(lambda h=h: h @ w.T)}
         t = default_tiles(B, V, D)
 
         def run(tc, h=h, inv=inv, **kw):
             return reduce_tiles(*launch_fused_stage1(h, w, inv, 5, 7, 1, tc, **kw)[:4], V)[0]
 
         ref = run(t)
-        row["default"] = bench(lambda t=t: run(t))
-        row["default_no_noise"] = bench(lambda t=t: run(t, noise=False))
+        row["default"] = bench_ms(lambda t=t: run(t))
+        row["default_no_noise"] = bench_ms(lambda t=t: run(t, noise=False))
         for cfg in CONFIGS.get(B, []):
             name = "ws/" + "x".join(map(str, cfg))
             try:
@@ -182,8 +179,8 @@ def main() -> None:
                 torch.cuda.synchronize()
                 rec = {"compile_s": round(time.time() - t0, 1), "kernel": k.name, "n_regs": k.n_regs,
                        "n_spills": k.n_spills, "agree": float((tok == ref).float().mean())}  # fmt: skip
-                rec["ms"] = bench(lambda run_ws=run_ws: run_ws())
-                rec["ms_no_noise"] = bench(lambda run_ws=run_ws: run_ws(noise=False))
+                rec["ms"] = bench_ms(lambda run_ws=run_ws: run_ws())
+                rec["ms_no_noise"] = bench_ms(lambda run_ws=run_ws: run_ws(noise=False))
                 row[name] = rec
             except Exception as e:  # noqa: BLE001
                 row[name] = {"error": "".join(traceback.format_exception_only(e))[-1500:]}

@@ -18,8 +18,8 @@ import torch
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import flashsampling  # noqa: E402
+from benchmarks.common import bench_ms  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
 
 SHAPES = [(128256, 4096), (151936, 4096), (151936, 5120), (128256, 8192), (201088, 2880)]
@@ -29,10 +29,6 @@ CANDIDATES = {
     "2 groups, 64x256, 4 stages, 32-col": TileConfig(64, 256, 64, num_stages=4, epilogue_v=32, warp_groups=2, **WS),
     "2 groups, 64x256, 4 stages, 16-col": TileConfig(64, 256, 64, num_stages=4, epilogue_v=16, warp_groups=2, **WS),
 }
-
-
-def bench(fn) -> float:
-    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
 
 
 def main() -> None:
@@ -54,10 +50,10 @@ def main() -> None:
                 tok = flashsampling.sample(h, w, temperature=0.8, seed=1234, host_checks=False, tiles=tc)
                 agree[name] = float((tok == ref).float().mean())
             for _ in range(args.rounds):
-                times["matmul"].append(bench(lambda h=h, w=w: h @ w.T))
+                times["matmul"].append(bench_ms(lambda h=h, w=w: h @ w.T))
                 for name, tc in CANDIDATES.items():
                     times[name].append(
-                        bench(lambda h=h, w=w, tc=tc: flashsampling.sample(h, w, temperature=0.8, seed=1234,
+                        bench_ms(lambda h=h, w=w, tc=tc: flashsampling.sample(h, w, temperature=0.8, seed=1234,
                                                                            host_checks=False, tiles=tc))
                     )  # fmt: skip
             row = {"V": V, "D": D, "B": B, "ms": {k: min(v) for k, v in times.items()}, "all_ms": times,

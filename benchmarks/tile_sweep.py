@@ -26,6 +26,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import bench_ms  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
 from flashsampling._validate import check_temperature  # noqa: E402
 from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
@@ -84,10 +85,6 @@ def plain_matmul(h, w, z, cfg):
     plain_matmul_kernel[grid](h, w, z, B, V, D, BB=bb, BV=bv, BD=bd, num_warps=warps, num_stages=stages)
 
 
-def bench(fn) -> float:
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
-
-
 def kernel_report(kernel) -> dict:
     """Registers per thread, spilled registers and shared memory of a compiled Triton kernel."""
     return {"n_regs": kernel.n_regs, "n_spills": kernel.n_spills, "shared_bytes": kernel.metadata.shared}
@@ -108,7 +105,7 @@ def main() -> None:
     for B in (int(b) for b in args.batches.split(",")):
         h = torch.randn(B, D, device="cuda").to(torch.bfloat16)
         inv, _ = check_temperature(1.0, B, h.device, host_checks=False)
-        mm = bench(lambda h=h: h @ w.T)
+        mm = bench_ms(lambda h=h: h @ w.T)
 
         def run(t, h=h, inv=inv, **kw):
             parts = launch_fused_stage1(h, w, inv, 5, 7, 1, t, **kw)
@@ -117,7 +114,7 @@ def main() -> None:
         if B >= 64 and args.plain_matmul:
             z = torch.empty(B, V, device="cuda", dtype=torch.float32)
             for cfg in MATMUL_CONFIGS:
-                r = {"B": B, "plain_matmul": cfg, "ms": bench(lambda cfg=cfg, h=h, z=z: plain_matmul(h, w, z, cfg))}
+                r = {"B": B, "plain_matmul": cfg, "ms": bench_ms(lambda cfg=cfg, h=h, z=z: plain_matmul(h, w, z, cfg))}
                 sweep.append(r)
                 print(json.dumps(r), flush=True)
             del z
@@ -127,7 +124,7 @@ def main() -> None:
             compiled: list = []
             try:
                 run(t, compiled=compiled)
-                ms = bench(lambda t=t: run(t))
+                ms = bench_ms(lambda t=t: run(t))
             except Exception as e:  # noqa: BLE001 - a config may not compile (shared memory)
                 print(B, cfg, "failed", type(e).__name__, str(e)[:120], flush=True)
                 continue
@@ -141,10 +138,10 @@ def main() -> None:
         t = TileConfig(*best["config"])
         row = {"B": B, "config": best["config"], "matmul_ms": mm}
         row["default"] = list(vars(default_tiles(B, V, D)).values())
-        row["full_ms"] = bench(lambda t=t: run(t))
-        row["per_token_ms"] = bench(lambda t=t: run(t, col_offset=1))
-        row["rounds0_ms"] = bench(lambda t=t: run(t, n_rounds=0))
-        row["no_noise_ms"] = bench(lambda t=t: run(t, noise=False))
+        row["full_ms"] = bench_ms(lambda t=t: run(t))
+        row["per_token_ms"] = bench_ms(lambda t=t: run(t, col_offset=1))
+        row["rounds0_ms"] = bench_ms(lambda t=t: run(t, n_rounds=0))
+        row["no_noise_ms"] = bench_ms(lambda t=t: run(t, noise=False))
         split.append(row)
         print(json.dumps(row), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
