@@ -179,6 +179,13 @@ def exponential_from_bits(w0, w1):
 
 
 @device_function
+def gumbel_from_bits(w0, w1):
+    """``G = -log(E)`` in float32 for the words ``(w0, w1)`` (:func:`exponential_from_bits`); twin:
+    :func:`gumbel_from_bits_np`."""
+    return -positive_log(exponential_from_bits(w0, w1))
+
+
+@device_function
 def pair_noise(k0, k1, row, pair, sample, N_ROUNDS: tl.constexpr):
     """Gumbel noise of the token pair ``(2 * pair, 2 * pair + 1)``: one Philox block, two tokens.
 
@@ -186,7 +193,7 @@ def pair_noise(k0, k1, row, pair, sample, N_ROUNDS: tl.constexpr):
     block ``(pair, row, sample, STREAM_TOKEN)``.
     """
     w0, w1, w2, w3 = philox4x32(pair, row, sample, tl.zeros_like(sample), k0, k1, N_ROUNDS)
-    return -positive_log(exponential_from_bits(w0, w1)), -positive_log(exponential_from_bits(w2, w3))
+    return gumbel_from_bits(w0, w1), gumbel_from_bits(w2, w3)
 
 
 @device_function
@@ -198,7 +205,7 @@ def token_noise(k0, k1, row, index, sample, N_ROUNDS: tl.constexpr):
     """
     w0, w1, w2, w3 = philox4x32(index >> 1, row, sample, tl.zeros_like(sample), k0, k1, N_ROUNDS)
     odd = (index & 1) == 1
-    return -positive_log(exponential_from_bits(tl.where(odd, w2, w0), tl.where(odd, w3, w1)))
+    return gumbel_from_bits(tl.where(odd, w2, w0), tl.where(odd, w3, w1))
 
 
 @device_function

@@ -56,7 +56,7 @@ import triton
 import triton.language as tl
 
 from .._device import INTERPRET
-from ..noise import STREAM_GROUP, STREAM_ONLINE, exponential_from_bits, philox4x32
+from ..noise import STREAM_GROUP, STREAM_ONLINE, exponential_from_bits, gumbel_from_bits, philox4x32, positive_log
 
 
 def _blocks(P: int, inner: int) -> tuple[int, int]:
@@ -234,7 +234,7 @@ def combine_groups_kernel(
             gid = tl.load(ids_ptr + k, mask=k < K, other=0)
             c_gid = zeros + gid.to(tl.uint32)[None, :]
             w0, w1, w2, w3 = philox4x32(c_gid, c_row, c_smp, c_str, k0, k1, N_ROUNDS)
-            g = -tl.log(exponential_from_bits(w0, w1))
+            g = gumbel_from_bits(w0, w1)
             score = tl.where(greedy[:, None], m, lm + g.to(tl.float64))
             kk = tl.where(greedy[:, None], key, w2.to(tl.int64))
             run_l = tl.maximum(run_l, tl.max(lm, axis=1))
@@ -413,7 +413,7 @@ def stream_noise_kernel(
     k1 = seed_hi.to(tl.uint32)
     w0, w1, w2, w3 = philox4x32(gid.to(tl.uint32), b.to(tl.uint32), s.to(tl.uint32), c_stream, k0, k1, N_ROUNDS)
     e = exponential_from_bits(w0, w1)
-    g = -tl.log(e)
+    g = -positive_log(e)
     tl.store(g_ptr + offs, g, mask=ok)
     tl.store(e_ptr + offs, e, mask=ok)
     tl.store(key_ptr + offs, w2.to(tl.int64), mask=ok)
