@@ -19,10 +19,10 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import flashsampling  # noqa: E402
+from benchmarks.bench_h200 import SHAPES, TEMPERATURE  # noqa: E402
 from benchmarks.common import bench_ms  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
 
-SHAPES = [(128256, 4096), (151936, 4096), (151936, 5120), (128256, 8192), (201088, 2880)]
 WS = {"num_warps": 4, "warp_specialized": True}
 CANDIDATES = {
     "3 groups, 64x128, 6 stages, 16-col": TileConfig(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=3, **WS),
@@ -44,16 +44,16 @@ def main() -> None:
         for B in [int(b) for b in args.batches.split(",")]:
             h = torch.randn(B, D, device="cuda", generator=gen).to(torch.bfloat16)
             times = {name: [] for name in ["matmul", *CANDIDATES]}
-            ref = flashsampling.sample(h, w, temperature=0.8, seed=1234, host_checks=False)
+            ref = flashsampling.sample(h, w, temperature=TEMPERATURE, seed=1234, host_checks=False)
             agree = {}
             for name, tc in CANDIDATES.items():
-                tok = flashsampling.sample(h, w, temperature=0.8, seed=1234, host_checks=False, tiles=tc)
+                tok = flashsampling.sample(h, w, temperature=TEMPERATURE, seed=1234, host_checks=False, tiles=tc)
                 agree[name] = float((tok == ref).float().mean())
             for _ in range(args.rounds):
                 times["matmul"].append(bench_ms(lambda h=h, w=w: h @ w.T))
                 for name, tc in CANDIDATES.items():
                     times[name].append(
-                        bench_ms(lambda h=h, w=w, tc=tc: flashsampling.sample(h, w, temperature=0.8, seed=1234,
+                        bench_ms(lambda h=h, w=w, tc=tc: flashsampling.sample(h, w, temperature=TEMPERATURE, seed=1234,
                                                                            host_checks=False, tiles=tc))
                     )  # fmt: skip
             row = {"V": V, "D": D, "B": B, "ms": {k: min(v) for k, v in times.items()}, "all_ms": times,
