@@ -1,6 +1,6 @@
 """Launch the default stage-1 kernel a few times, for Nsight Compute to profile one launch.
 
-``ncu --kernel-name regex:stage1_kernel\\|persistent_kernel --launch-skip 2 --launch-count 1 \\
+``ncu --kernel-name regex:stage1_kernel\\|persistent_kernel\\|pingpong_kernel --launch-skip 2 --launch-count 1 \\
      --section SpeedOfLight --section WarpStateStats --section SchedulerStats \\
      python benchmarks/ncu_probe.py --B 256``
 """
@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 
 import torch
+import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from flashsampling import TileConfig  # noqa: E402
-from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
+from flashsampling.kernels.fused import allocate_partials, choose_tiles, launch_fused_stage1  # noqa: E402
+from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
 
 
 def main() -> None:
@@ -25,6 +27,7 @@ def main() -> None:
     ap.add_argument("--D", type=int, default=4096)
     ap.add_argument("--tiles", default=None, help="comma-separated TileConfig fields (default: default_tiles)")
     ap.add_argument("--no-noise", action="store_true")
+    ap.add_argument("--bare", action="store_true", help="the Gluon kernel's timing baseline (row max only)")
     args = ap.parse_args()
     w = (torch.randn(args.V, args.D, device="cuda") * 0.02).to(torch.bfloat16)
     h = torch.randn(args.B, args.D, device="cuda").to(torch.bfloat16)
@@ -33,9 +36,13 @@ def main() -> None:
         fields = [int(x) for x in args.tiles.split(",")]
         tiles = TileConfig(*fields[:6], persistent=bool(fields[6]) if len(fields) > 6 else False)
     else:
-        tiles = default_tiles(args.B, args.V, args.D)
+        tiles = choose_tiles(h, w, 1)  # what sample() runs (the Gluon kernel above B=32 on sm_90)
     for _ in range(4):
-        launch_fused_stage1(h, w, inv, 5, 7, 1, tiles, noise=not args.no_noise)
+        if args.bare:
+            parts = allocate_partials(args.B, 1, triton.cdiv(args.V, tiles.block_v), h.device)
+            launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, noise=False, bare=True)
+        else:
+            launch_fused_stage1(h, w, inv, 5, 7, 1, tiles, noise=not args.no_noise)
     torch.cuda.synchronize()
     print(tiles)
 

@@ -307,9 +307,19 @@ def _tile_epilogue(acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_t
 
 
 @gluon.jit
+def _bare_epilogue(acc, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM: gl.constexpr):
+    """A timing baseline, not a sampler: each row's maximum logit of the tile, written to ``part_max``.
+    With it the kernel is the matmul and the pipeline with the cheapest epilogue that keeps the MMAs
+    live (``benchmarks/power_probe.py`` times the sampler's epilogue against it)."""
+    vec: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
+    rows = pid_b * BM + gl.arange(0, BM, layout=vec)
+    gl.store(part_max_ptr + rows.to(gl.int64) * num_v_tiles + pid_v, gl.max(acc, axis=1), mask=rows < B)
+
+
+@gluon.jit
 def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
               STAGES: gl.constexpr, NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
-              NOISE: gl.constexpr):  # fmt: skip
+              NOISE: gl.constexpr, BARE: gl.constexpr):  # fmt: skip
     """Consumer warp group ``CONSUMER`` of ``NC``: the K loop and the epilogue of tiles ``CONSUMER``,
     ``CONSUMER + NC``, ... of this program's list."""
     (a_bufs, b_bufs, ready, empty, turn, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
@@ -345,19 +355,22 @@ def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, 
         mbarrier.arrive(empty.index((it0 + k_tiles - 1) % STAGES), count=1)
         mbarrier.arrive(turn.index((CONSUMER + 1) % NC), count=1)
         # The epilogue, while the other groups' K loops run.
-        _tile_epilogue(
-            acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
-            part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
-        )  # fmt: skip
+        if BARE:
+            _bare_epilogue(acc, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM)
+        else:
+            _tile_epilogue(
+                acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
+                part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
+            )  # fmt: skip
 
 
 @gluon.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset"])
 def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
                           scratch_ptr, B, V, D, col_offset, seed_lo, seed_hi, STAGES: gl.constexpr,
                           NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr, NOISE: gl.constexpr,
-                          NC: gl.constexpr, CONSUMER_REGS: gl.constexpr):  # fmt: skip
+                          NC: gl.constexpr, CONSUMER_REGS: gl.constexpr, BARE: gl.constexpr = False):  # fmt: skip
     """Persistent, warp-specialized ``(B,D) @ (D,V) -> per (row, BN tile) argmax(z / T + G)`` with
-    ``NC`` (2 or 3) consumer warp groups."""
+    ``NC`` (2 or 3) consumer warp groups (``BARE``: the timing baseline of :func:`_bare_epilogue`)."""
     BM: gl.constexpr = h_desc.block_type.shape[0]
     BK: gl.constexpr = h_desc.block_type.shape[1]
     BN: gl.constexpr = w_desc.block_type.shape[0]
@@ -377,8 +390,8 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
     if NC == 2:
         gl.warp_specialize(
             [
-                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
-                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
+                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, BARE)),
+                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, BARE)),
                 (_load_partition, loads),
             ],
             [4, 1],
@@ -388,9 +401,9 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
         gl.static_assert(NC == 3, "2 or 3 consumer warp groups")
         gl.warp_specialize(
             [
-                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
-                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
-                (_consumer, (args, 2, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
+                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, BARE)),
+                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, BARE)),
+                (_consumer, (args, 2, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, BARE)),
                 (_load_partition, loads),
             ],
             [4, 4, 1],
@@ -411,12 +424,13 @@ def default_consumer_registers(groups: int) -> int:
 
 def launch_pingpong(
     hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, col_offset, n_rounds, noise, programs=None,
+    bare=False,
 ):  # fmt: skip
     """Launch :func:`fused_pingpong_kernel` into the candidate buffers ``parts`` (one candidate per
     ``block_v`` tile); returns the compiled kernel.  ``tiles``: ``block_b x block_v`` tiles,
     ``block_d`` K blocks, ``num_stages`` ring slots, ``epilogue_v`` chunks, ``warp_groups`` consumer
     groups with ``max_registers`` each.  ``programs`` overrides the one-per-SM grid (tests: several
-    tiles per program on small inputs)."""
+    tiles per program on small inputs); ``bare``: the timing baseline (:func:`_bare_epilogue`), not a sampler."""
     B, D = hidden.shape
     V = weight.shape[0]
     bm, bn, bk, nc = tiles.block_b, tiles.block_v, tiles.block_d, tiles.warp_groups
@@ -431,7 +445,7 @@ def launch_pingpong(
         h_desc, w_desc, inv_temp, part_max, part_key, part_idx, flags, scratch,
         B, V, D, col_offset, seed_lo, seed_hi,
         STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NOISE=noise, NC=nc,
-        CONSUMER_REGS=tiles.max_registers or default_consumer_registers(nc), num_warps=4,
+        CONSUMER_REGS=tiles.max_registers or default_consumer_registers(nc), BARE=bare, num_warps=4,
         maxnreg=launch_registers(nc),
     )  # fmt: skip
 
