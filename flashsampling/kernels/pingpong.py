@@ -15,10 +15,12 @@ program (one per SM) into partitions that synchronize through mbarriers:
   three, an epilogue up to two matmuls long is.  The turns also keep every parity wait on the ring
   exact: a group starts waiting for its slots only once they are at most one phase ahead.
 
-Epilogue: each thread writes its accumulator registers to the group's scratch slot and reads back,
-chunk by chunk (``EV`` columns, the next chunk loaded before this one is processed), exactly the
-elements it wrote -- the chunk's NVMMA layout maps the same columns to the same thread -- so no
-barrier is needed.  A fast pass keeps, per thread and per slot of the chunk layout, a running
+Epilogue: the group writes its accumulator to a shared-memory staging buffer (one per program,
+which the groups' epilogues take in tile order through a second ring of ``staged`` mbarriers) and
+reads it back chunk by chunk (``EV`` columns, the next chunk loaded before this one is processed);
+the chunk's NVMMA layout maps the same columns to the same thread.  (Session 5 staged through a
+global scratch slot per group; the round trip through L2 cost 0.02-0.08 ms per launch:
+benchmarks/NOTES.md, session 6.)  A fast pass keeps, per thread and per slot of the chunk layout, a running
 maximum of the perturbed scores (temperature, the Philox noise of token pairs -- both tokens of a
 pair live in one thread) with a bit for exact ties, and a NaN sum that catches non-finite scores;
 one reduction per row at the end of the tile gives its candidate.  A tile where some row's maximum
@@ -158,8 +160,8 @@ def _merge_chunk(z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run
 
 
 @gluon.jit
-def _scan_tile(slot, chunk, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1, BM: gl.constexpr,
-               BN: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr, NOISE: gl.constexpr,
+def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1,
+               BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr, NOISE: gl.constexpr,
                MASKED: gl.constexpr):  # fmt: skip
     """The fast pass over a staged tile: per thread, per slot of the chunk layout, a running maximum.
 
@@ -176,10 +178,9 @@ def _scan_tile(slot, chunk, c_end, tile_start, mult, noisy, rows_u, pos_even, po
     ct_even = gl.zeros_like(pos_even)
     ct_odd = gl.zeros_like(pos_even)
     bad = gl.zeros_like(mult)
-    z = gl.load(slot + chunk)
+    z = stage.index(0).load(cl)
     for c in range(0, BN // EV):
-        nxt = gl.minimum(c + 1, BN // EV - 1) * EV  # (the last iteration reloads its own chunk)
-        z_next = gl.load(slot + nxt + chunk)
+        z_next = stage.index(gl.minimum(c + 1, BN // EV - 1)).load(cl)  # (the last iteration reloads its own)
         z_even, z_odd = gl.split(gl.reshape(z, [BM, EV // 2, 2]))
         s_even = z_even * mult
         s_odd = z_odd * mult
@@ -207,35 +208,33 @@ def _scan_tile(slot, chunk, c_end, tile_start, mult, noisy, rows_u, pos_even, po
 
 
 @gluon.jit
-def _tile_epilogue(acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
+def _tile_epilogue(acc, stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
                    part_key_ptr, part_idx_ptr, flag_ptr, BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr,
                    N_ROUNDS: gl.constexpr, NOISE: gl.constexpr):  # fmt: skip
     """The epilogue of one accumulator tile: a fast pass, and an exact pass for rare tiles.
 
-    Each thread writes its accumulator registers to the consumer's scratch slot and reads back,
-    chunk by chunk (``EV`` columns), exactly the elements it wrote (the chunk's NVMMA layout maps the
-    same columns to the same thread), so no barrier is needed; chunk ``c + 1`` is loaded before
-    chunk ``c`` is processed.
+    The accumulator goes to the shared-memory staging buffer ``stage`` as ``BN // EV`` chunks of
+    ``[BM, EV]`` and comes back chunk by chunk in the chunk's NVMMA layout (the same columns in the
+    same thread); chunk ``c + 1`` is loaded before chunk ``c`` is processed.
 
     The fast pass (:func:`_scan_tile`) keeps per-thread running maxima; one reduction per row at the
     end gives the row's maximum ``M`` and its position.  It is exact unless ``M`` occurs more than
     once in the row (an exact float32 tie, decided by the tie-break keys) or the row holds a NaN or
     infinite logit or ``z / T`` (a flagged row: the element-wise test sets its bits).  If any row of
     the tile has either (one block-wide test per tile), the exact pass -- :func:`_merge_chunk` on
-    8-column chunks, the previous epilogue -- recomputes the whole tile from the scratch slot.  Either
+    8-column chunks, the previous epilogue -- recomputes the whole tile from the staging buffer.  Either
     way the candidates are those of the unstaged Triton kernel, bit for bit (the fast pass's part:
     proofs/argmax_decomposition.md, Proposition 4).  (Chunks taken as
-    register views of the accumulator, without the scratch slot, were measured 1.1-1.9x slower:
+    register views of the accumulator, without staging, were measured 1.1-1.9x slower:
     benchmarks/NOTES.md.)"""
-    mma: gl.constexpr = acc.type.layout
     cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
-    r_acc = gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
-    c_acc = gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
-    gl.store(slot + r_acc[:, None] * BN + c_acc[None, :], acc)
+    # The accumulator's EV-column chunks stacked as rows (reshapes and a permute of registers: no data
+    # moves), then viewed as BN // EV buffers of [BM, EV] (the swizzle repeats every 4 rows, BM is a multiple).
+    stage.store(gl.reshape(gl.permute(gl.reshape(acc, [BM, BN // EV, EV]), [1, 0, 2]), [BN // EV * BM, EV]))
+    stage = stage._reinterpret(gl.float32, [BN // EV, BM, EV], stage.layout)
     vec: gl.constexpr = gl.SliceLayout(1, cl)
     r = gl.arange(0, BM, layout=vec)
     cc = gl.arange(0, EV, layout=gl.SliceLayout(0, cl))
-    chunk = r[:, None] * BN + cc[None, :]
     rows = pid_b * BM + r
     row_ok = rows < B
     inv_temp = gl.load(inv_temp_ptr + rows.to(gl.int64), mask=row_ok, other=1.0)
@@ -252,12 +251,12 @@ def _tile_epilogue(acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_t
     c_end = V - pid_v * BN  # tile columns below V
     if c_end >= BN:
         run_even, run_odd, ct_even, ct_odd, bad = _scan_tile(
-            slot, chunk, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1,
+            stage, cl, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1,
             BM, BN, EV, N_ROUNDS, NOISE, False,
         )  # fmt: skip
     else:
         run_even, run_odd, ct_even, ct_odd, bad = _scan_tile(
-            slot, chunk, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1,
+            stage, cl, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1,
             BM, BN, EV, N_ROUNDS, NOISE, True,
         )  # fmt: skip
     # Per row: the maximum and its copies (slots holding it, and ties inside a slot).
@@ -275,16 +274,16 @@ def _tile_epilogue(acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_t
         # accumulator), so that this rarely taken pass needs few registers.
         xl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 8, 16])
         xvec: gl.constexpr = gl.SliceLayout(1, xl)
-        x_chunk = gl.arange(0, BM, layout=xvec)[:, None] * BN + gl.arange(0, 8, layout=gl.SliceLayout(0, xl))[None, :]
         m_x = gl.full([BM], float("-inf"), gl.float32, xvec)
         pos_x = gl.zeros([BM], gl.int32, xvec)
         flag_x = gl.zeros([BM], gl.int32, xvec)
-        for c in range(0, BN // 8):
-            z = gl.load(slot + c * 8 + x_chunk)
-            m_x, pos_x, flag_x = _merge_chunk(
-                z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, m_x, pos_x, flag_x, BM, BN, 8, N_ROUNDS,
-                NOISE,
-            )  # fmt: skip
+        for c in range(0, BN // EV):
+            for s in gl.static_range(EV // 8):
+                z = stage.index(c).slice(s * 8, 8, dim=1).load(xl)
+                m_x, pos_x, flag_x = _merge_chunk(
+                    z, c * (EV // 8) + s, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, m_x, pos_x, flag_x,
+                    BM, BN, 8, N_ROUNDS, NOISE,
+                )  # fmt: skip
         m = gl.convert_layout(m_x, vec)
         pos = gl.convert_layout(pos_x, vec)
         flag = gl.convert_layout(flag_x, vec)
@@ -322,15 +321,14 @@ def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, 
               NOISE: gl.constexpr, BARE: gl.constexpr):  # fmt: skip
     """Consumer warp group ``CONSUMER`` of ``NC``: the K loop and the epilogue of tiles ``CONSUMER``,
     ``CONSUMER + NC``, ... of this program's list."""
-    (a_bufs, b_bufs, ready, empty, turn, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
-     scratch_ptr, B, V, D, col_offset, seed_lo, seed_hi) = args  # fmt: skip
+    (a_bufs, b_bufs, ready, empty, turn, stage, staged, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr,
+     flag_ptr, B, V, D, col_offset, seed_lo, seed_hi) = args  # fmt: skip
     program = gl.program_id(0)
     num_b_tiles = gl.cdiv(B, BM)
     num_v_tiles = gl.cdiv(V, BN)
     num_tiles = num_b_tiles * num_v_tiles
     k_tiles = gl.cdiv(D, BK)
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
-    slot = scratch_ptr + (program * NC + CONSUMER).to(gl.int64) * (BM * BN)
     k0 = seed_lo.to(gl.uint32)
     k1 = seed_hi.to(gl.uint32)
     for tile in range(program + CONSUMER * NUM_PROGRAMS, num_tiles, NC * NUM_PROGRAMS):
@@ -358,15 +356,19 @@ def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, 
         if BARE:
             _bare_epilogue(acc, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM)
         else:
+            # The staging buffer is ours once tile i - 1's epilogue (the previous group's) is done with it:
+            # the same arrival count as the turns.
+            mbarrier.wait(staged.index(CONSUMER), ((i // NC) - (1 if CONSUMER == 0 else 0)) & 1, pred=i > 0)
             _tile_epilogue(
-                acc, slot, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
+                acc, stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
                 part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
             )  # fmt: skip
+            mbarrier.arrive(staged.index((CONSUMER + 1) % NC), count=1)
 
 
 @gluon.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset"])
 def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
-                          scratch_ptr, B, V, D, col_offset, seed_lo, seed_hi, STAGES: gl.constexpr,
+                          B, V, D, col_offset, seed_lo, seed_hi, STAGES: gl.constexpr,
                           NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr, NOISE: gl.constexpr,
                           NC: gl.constexpr, CONSUMER_REGS: gl.constexpr, BARE: gl.constexpr = False):  # fmt: skip
     """Persistent, warp-specialized ``(B,D) @ (D,V) -> per (row, BN tile) argmax(z / T + G)`` with
@@ -379,13 +381,21 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [NC, 1], mbarrier.MBarrierLayout())
+    staged = gl.allocate_shared_memory(gl.int64, [NC, 1], mbarrier.MBarrierLayout())
+    # One staging buffer for the epilogues, which take it in tile order.  The swizzle spreads the 8 rows
+    # of an accumulator store (8-byte pairs) over all 32 banks: two wavefronts, the minimum.
+    stage_layout: gl.constexpr = gl.SwizzledSharedLayout(
+        vec=8, per_phase=max(1, 32 // EV), max_phase=min(8, EV // 8), order=[1, 0]
+    )
+    stage = gl.allocate_shared_memory(gl.float32, [BN // EV * BM, EV], stage_layout)
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
     for i in gl.static_range(NC):
         mbarrier.init(turn.index(i), count=1)
-    args = (a_bufs, b_bufs, ready, empty, turn, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
-            scratch_ptr, B, V, D, col_offset, seed_lo, seed_hi)  # fmt: skip
+        mbarrier.init(staged.index(i), count=1)
+    args = (a_bufs, b_bufs, ready, empty, turn, stage, staged, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr,
+            flag_ptr, B, V, D, col_offset, seed_lo, seed_hi)  # fmt: skip
     loads = (h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS)
     if NC == 2:
         gl.warp_specialize(
@@ -436,13 +446,12 @@ def launch_pingpong(
     bm, bn, bk, nc = tiles.block_b, tiles.block_v, tiles.block_d, tiles.warp_groups
     num_tiles = triton.cdiv(B, bm) * triton.cdiv(V, bn)
     progs = programs or num_programs(hidden.device, num_tiles)
-    scratch = torch.empty(progs * nc * bm * bn, dtype=torch.float32, device=hidden.device)
     gdt = gl.bfloat16 if hidden.dtype == torch.bfloat16 else gl.float16
     h_desc = TensorDescriptor.from_tensor(hidden, [bm, bk], gl.NVMMASharedLayout.get_default_for([bm, bk], gdt))
     w_desc = TensorDescriptor.from_tensor(weight, [bn, bk], gl.NVMMASharedLayout.get_default_for([bn, bk], gdt))
     part_max, part_key, part_idx, flags, _ = parts
     return fused_pingpong_kernel[(progs,)](
-        h_desc, w_desc, inv_temp, part_max, part_key, part_idx, flags, scratch,
+        h_desc, w_desc, inv_temp, part_max, part_key, part_idx, flags,
         B, V, D, col_offset, seed_lo, seed_hi,
         STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NOISE=noise, NC=nc,
         CONSUMER_REGS=tiles.max_registers or default_consumer_registers(nc), BARE=bare, num_warps=4,
@@ -469,7 +478,7 @@ def compile_offline(tiles, element: str = "bf16"):
     w_desc = TensorDescriptor.from_tensor(w, [bn, bk], gl.NVMMASharedLayout.get_default_for([bn, bk], dt[1]))
     signature = {"h_desc": mangle_type(h_desc), "w_desc": mangle_type(w_desc), "inv_temp_ptr": "*fp32",
                  "part_max_ptr": "*fp32", "part_key_ptr": "*i64", "part_idx_ptr": "*i64", "flag_ptr": "*i32",
-                 "scratch_ptr": "*fp32", "B": "i32", "V": "i32", "D": "i32", "col_offset": "i32",
+                 "B": "i32", "V": "i32", "D": "i32", "col_offset": "i32",
                  "seed_lo": "i32", "seed_hi": "i32"}  # fmt: skip
     nc = tiles.warp_groups
     regs = tiles.max_registers or default_consumer_registers(nc)
