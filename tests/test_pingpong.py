@@ -2,7 +2,7 @@
 
 On any machine: it compiles for sm_90a (triton ships ptxas) with the default tiles, without register
 spills.  On an sm_90 GPU: its candidates equal, bit for bit, those of the unstaged Triton kernel with
-the same 128-column tiles (the MMAs accumulate in the same order), with one or several tiles per
+the same column tiles, 128 or 256 wide (the MMAs accumulate in the same order), with one or several tiles per
 program (the two consumer groups take turns), with exact ties and with flagged rows.
 """
 
@@ -89,12 +89,14 @@ def test_choose_tiles_falls_back_to_the_triton_defaults(device):
 REF = TileConfig(128, 128, 64, num_warps=8, num_stages=3)  # unstaged Triton kernel, the same columns per tile
 WS = TileConfig(128, 128, 64, num_warps=4, num_stages=4, epilogue_v=16, warp_specialized=True)
 WS3 = TileConfig(64, 128, 64, num_warps=4, num_stages=4, epilogue_v=16, warp_specialized=True, warp_groups=3)
+WS_WIDE = warp_specialized_tiles(256)  # the B > 64 default: 64 x 256 tiles, 32-column chunks
 
 
 def _equal_candidates(h, w, inv, programs=None, ws=WS):
     from flashsampling.kernels.pingpong import launch_pingpong
 
-    ref = launch_fused_stage1(h, w, inv, 11, 12, 1, REF)
+    ref_tiles = REF if ws.block_v == REF.block_v else TileConfig(64, ws.block_v, 64, num_warps=8, num_stages=3)
+    ref = launch_fused_stage1(h, w, inv, 11, 12, 1, ref_tiles)
     got = allocate_partials(h.shape[0], 1, ref[0].shape[-1], h.device)
     launch_pingpong(h, w, inv, got, 11, 12, ws, col_offset=0, n_rounds=10, noise=True, programs=programs)
     return ref, got
@@ -116,7 +118,7 @@ def test_gluon_candidates_equal_the_triton_kernel(shape, programs, ws):
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")
-@pytest.mark.parametrize("ws", [WS, WS3], ids=["2-groups", "3-groups"])
+@pytest.mark.parametrize("ws", [WS, WS3, WS_WIDE], ids=["2-groups", "3-groups", "wide-default"])
 def test_gluon_ties_and_flags(ws):
     """8 weight rows repeated 300 times: exact ties within and across chunks and tiles, broken by the
     tie-break key as in the Triton kernel; a NaN hidden state, an infinite logit and z / T
@@ -140,7 +142,7 @@ def test_gluon_ties_and_flags(ws):
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")
-@pytest.mark.parametrize("ws", [WS, WS3], ids=["2-groups", "3-groups"])
+@pytest.mark.parametrize("ws", [WS, WS3, WS_WIDE], ids=["2-groups", "3-groups", "wide-default"])
 def test_gluon_overflow_flag_without_ties(ws):
     """z / T overflowing to -inf in one column, no tie at any row's maximum: bit 2 in every row,
     from the exact pass that the fast pass hands such rows to."""

@@ -18,10 +18,10 @@ program (one per SM) into partitions that synchronize through mbarriers:
 Epilogue: the group writes its accumulator to a shared-memory staging buffer (one per program,
 which the groups' epilogues take in tile order through a second ring of ``staged`` mbarriers) and
 reads it back chunk by chunk (``EV`` columns, the next chunk loaded before this one is processed);
-the chunk's NVMMA layout maps the same columns to the same thread.  (Session 5 staged through a
-global scratch slot per group; the round trip through L2 cost 0.02-0.08 ms per launch:
-benchmarks/NOTES.md, session 6.)  A fast pass keeps, per thread and per slot of the chunk layout, a running
-maximum of the perturbed scores (temperature, the Philox noise of token pairs -- both tokens of a
+the chunk's NVMMA layout maps the same columns to the same thread.  (Staging through a global
+scratch slot per group, as in session 5, cost 0.02-0.05 ms more per launch without noise:
+benchmarks/NOTES.md, session 6.)  A fast pass keeps, per thread and per slot of the chunk layout, a
+running maximum of the perturbed scores (temperature, the Philox noise of token pairs -- both tokens of a
 pair live in one thread) with a bit for exact ties, and a NaN sum that catches non-finite scores;
 one reduction per row at the end of the tile gives its candidate.  A tile where some row's maximum
 is tied or some score is not finite (rare) is redone by the exact pass: per 8-column chunk, flags
@@ -229,7 +229,7 @@ def _tile_epilogue(acc, stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_
     benchmarks/NOTES.md.)"""
     cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
     # The accumulator's EV-column chunks stacked as rows (reshapes and a permute of registers: no data
-    # moves), then viewed as BN // EV buffers of [BM, EV] (the swizzle repeats every 4 rows, BM is a multiple).
+    # moves), then viewed as BN // EV buffers of [BM, EV] (the swizzle repeats every 4 or 8 rows; BM is 64 or 128).
     stage.store(gl.reshape(gl.permute(gl.reshape(acc, [BM, BN // EV, EV]), [1, 0, 2]), [BN // EV * BM, EV]))
     stage = stage._reinterpret(gl.float32, [BN // EV, BM, EV], stage.layout)
     vec: gl.constexpr = gl.SliceLayout(1, cl)
