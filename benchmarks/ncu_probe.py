@@ -27,7 +27,8 @@ def main() -> None:
     ap.add_argument("--D", type=int, default=4096)
     ap.add_argument("--tiles", default=None, help="comma-separated TileConfig fields (default: default_tiles)")
     ap.add_argument("--no-noise", action="store_true")
-    ap.add_argument("--bare", action="store_true", help="the Gluon kernel's timing baseline (row max only)")
+    ap.add_argument("--mode", default="sample", choices=["sample", "bare", "epilogue"],
+                    help="the Gluon kernel's timing modes (flashsampling.kernels.pingpong.MODES)")  # fmt: skip
     args = ap.parse_args()
     w = (torch.randn(args.V, args.D, device="cuda") * 0.02).to(torch.bfloat16)
     h = torch.randn(args.B, args.D, device="cuda").to(torch.bfloat16)
@@ -38,9 +39,10 @@ def main() -> None:
     else:
         tiles = choose_tiles(h, w, 1)  # what sample() runs (the Gluon kernel above B=32 on sm_90)
     for _ in range(4):
-        if args.bare:
+        if args.mode != "sample":
             parts = allocate_partials(args.B, 1, triton.cdiv(args.V, tiles.block_v), h.device)
-            launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, noise=False, bare=True)
+            launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, noise=not args.no_noise,
+                            mode=args.mode)  # fmt: skip
         else:
             launch_fused_stage1(h, w, inv, 5, 7, 1, tiles, noise=not args.no_noise)
     torch.cuda.synchronize()

@@ -8,7 +8,10 @@ Variants (same process, same inputs, V=151936, D=4096, B=256 by default):
 * ``bare``: the Gluon kernel whose epilogue only takes each row's maximum logit (the matmul and the
   pipeline; :func:`flashsampling.kernels.pingpong._bare_epilogue`);
 * ``no_noise``: the sampler's epilogue without the noise (scratch round trip, scan, candidates);
-* ``noise``: the shipped kernel.
+* ``noise``: the shipped kernel;
+* ``epilogue_alone`` (and ``_no_noise``): the sampler's epilogue on a synthetic accumulator, without
+  loads or matmul; the groups take the staging buffer in turn, so this is the sum of the tiles' epilogues
+  (session 6 added it after the runs recorded in ``results/power_probe_h200*.json``).
 Each variant: a ``do_bench`` median, then ``--seconds`` of back-to-back launches with the clock and
 power log (``nvidia-smi --query-gpu=... -lms 20``); the loop's time per launch is reported beside the
 median SM clock, power draw and the throttle reasons seen.  The hypothesis under test (NOTES.md,
@@ -104,12 +107,14 @@ def main() -> None:
     parts = allocate_partials(B, 1, triton.cdiv(V, tiles.block_v), dev)
     logits = torch.empty(B, V, dtype=torch.bfloat16, device=dev)
 
-    def gluon(noise=True, bare=False):
+    def gluon(noise=True, mode="sample"):
         return lambda: launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, noise=noise,
-                                       bare=bare)  # fmt: skip
+                                       mode=mode)  # fmt: skip
 
-    variants = {"cublas": lambda: torch.matmul(h, w.T, out=logits), "bare": gluon(bare=True),
-                "no_noise": gluon(noise=False), "noise": gluon()}  # fmt: skip
+    variants = {"cublas": lambda: torch.matmul(h, w.T, out=logits), "bare": gluon(mode="bare"),
+                "no_noise": gluon(noise=False), "noise": gluon(),
+                "epilogue_alone": gluon(mode="epilogue"),
+                "epilogue_alone_no_noise": gluon(noise=False, mode="epilogue")}  # fmt: skip
     fields = smi_fields()
     out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "B": B, "V": V, "D": D,
            "tiles": str(tiles), "smi_fields": fields, "variants": {}}  # fmt: skip

@@ -89,7 +89,7 @@ def main() -> None:
                         rec[f"{tag}_{'noise' if noise else 'no_noise'}"] = bench_ms(
                             launcher(mod, h, w, inv, parts[tag], tiles, noise=noise)
                         )
-                rec["bare"] = bench_ms(launcher(pingpong, h, w, inv, parts["new"], tiles, noise=False, bare=True))
+                rec["bare"] = bench_ms(launcher(pingpong, h, w, inv, parts["new"], tiles, noise=False, mode="bare"))
             except Exception as e:  # noqa: BLE001
                 rec["error"] = repr(e)[-1500:]
             row[name] = rec

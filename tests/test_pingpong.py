@@ -38,7 +38,7 @@ COMPILE = """
 import sys
 from flashsampling.kernels.fused import warp_specialized_tiles
 from flashsampling.kernels.pingpong import compile_offline
-k = compile_offline(warp_specialized_tiles(int(sys.argv[1])))
+k = compile_offline(warp_specialized_tiles(int(sys.argv[1])), mode=sys.argv[3] if len(sys.argv) > 3 else "sample")
 open(sys.argv[2], "w").write(k.asm["ptx"])
 print(k.metadata.shared)
 """
@@ -63,6 +63,22 @@ def test_gluon_kernel_compiles_for_sm90_without_spills(batch, tmp_path):
     spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", rep.stderr)]
     assert spills and max(spills) == 0, rep.stderr
     assert f"Used {regs} registers" in rep.stderr, rep.stderr
+
+
+@pytest.mark.skipif(not PTXAS.exists(), reason="triton without ptxas")
+@pytest.mark.parametrize("mode", ["bare", "epilogue"])
+def test_timing_modes_compile_for_sm90(mode, tmp_path):
+    """The benchmarks' timing modes of the Gluon kernel (pingpong.MODES) build for sm_90a with the
+    B=256 tiles: ``bare`` has no sampler epilogue, ``epilogue`` no loads or MMAs."""
+    env = {**os.environ, "FLASHSAMPLING_INTERPRET": "0", "PYTHONPATH": str(ROOT)}
+    env.pop("TRITON_INTERPRET", None)
+    ptx = tmp_path / "k.ptx"
+    out = subprocess.run([sys.executable, "-c", COMPILE, "256", str(ptx), mode], env=env, capture_output=True,
+                         text=True, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = ptx.read_text()
+    assert ("wgmma.mma_async" in text) == (mode == "bare")
+    assert ("mbarrier.try_wait" in text) and ("cp.async.bulk.tensor" in text) == (mode == "bare")
 
 
 def test_warp_specialized_tiles():

@@ -54,6 +54,15 @@ _philox = gluon.jit(getattr(philox4x32, "fn", philox4x32))
 _exponential = gluon.jit(getattr(exponential_from_bits, "fn", exponential_from_bits))
 _log = gluon.jit(getattr(positive_log, "fn", positive_log))
 
+#: The kernel's modes: ``sample``, the sampler; two timing modes for the benchmarks, whose outputs are
+#: not samples: ``bare``, the matmul and pipeline with each row's maximum logit as the epilogue
+#: (:func:`_bare_epilogue`), and ``epilogue``, the sampler's epilogue alone on a synthetic accumulator,
+#: without loads or matmul (the groups' epilogues still take the staging buffer in turn, so the time is
+#: the sum of the tiles' epilogues).
+MODES = {"sample": 0, "bare": 1, "epilogue": 2}
+MODE_BARE = gl.constexpr(MODES["bare"])
+MODE_EPILOGUE_ALONE = gl.constexpr(MODES["epilogue"])
+
 
 @gluon.jit
 def _tie_key(k0, k1, row, index, N_ROUNDS: gl.constexpr):
@@ -65,13 +74,17 @@ def _tie_key(k0, k1, row, index, N_ROUNDS: gl.constexpr):
 
 @gluon.jit
 def _load_partition(h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM: gl.constexpr, BN: gl.constexpr,
-                    BK: gl.constexpr, STAGES: gl.constexpr, NUM_PROGRAMS: gl.constexpr):  # fmt: skip
-    """The loader warp: every K block of every tile of this program, in order, into the ring."""
+                    BK: gl.constexpr, STAGES: gl.constexpr, NUM_PROGRAMS: gl.constexpr,
+                    MODE: gl.constexpr):  # fmt: skip
+    """The loader warp: every K block of every tile of this program, in order, into the ring (nothing
+    in the epilogue-alone timing mode)."""
     program = gl.program_id(0)
     num_b_tiles = gl.cdiv(B, BM)
     num_tiles = num_b_tiles * gl.cdiv(V, BN)
     k_tiles = gl.cdiv(D, BK)
     it = 0
+    if MODE == MODE_EPILOGUE_ALONE:
+        num_tiles = 0
     for tile in range(program, num_tiles, NUM_PROGRAMS):
         pid_b = tile % num_b_tiles
         pid_v = tile // num_b_tiles
@@ -307,7 +320,7 @@ def _tile_epilogue(acc, stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_
 
 @gluon.jit
 def _bare_epilogue(acc, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM: gl.constexpr):
-    """A timing baseline, not a sampler: each row's maximum logit of the tile, written to ``part_max``.
+    """Timing mode ``bare``, not a sampler: each row's maximum logit of the tile, written to ``part_max``.
     With it the kernel is the matmul and the pipeline with the cheapest epilogue that keeps the MMAs
     live (``benchmarks/power_probe.py`` times the sampler's epilogue against it)."""
     vec: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
@@ -318,9 +331,9 @@ def _bare_epilogue(acc, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM: gl.const
 @gluon.jit
 def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
               STAGES: gl.constexpr, NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
-              NOISE: gl.constexpr, BARE: gl.constexpr):  # fmt: skip
+              NOISE: gl.constexpr, MODE: gl.constexpr):  # fmt: skip
     """Consumer warp group ``CONSUMER`` of ``NC``: the K loop and the epilogue of tiles ``CONSUMER``,
-    ``CONSUMER + NC``, ... of this program's list."""
+    ``CONSUMER + NC``, ... of this program's list (``MODE``: see :data:`MODES`)."""
     (a_bufs, b_bufs, ready, empty, turn, stage, staged, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr,
      flag_ptr, B, V, D, col_offset, seed_lo, seed_hi) = args  # fmt: skip
     program = gl.program_id(0)
@@ -339,21 +352,27 @@ def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, 
         # Our turn on the tensor cores: the previous group has waited for every slot of tile i - 1,
         # so the slots of tile i are at most one phase ahead of us (the parity waits are exact).
         # Tile i waits for the (i // NC)-th arrival of the previous group (one fewer for group 0).
-        mbarrier.wait(turn.index(CONSUMER), ((i // NC) - (1 if CONSUMER == 0 else 0)) & 1, pred=i > 0)
-        acc = gl.zeros([BM, BN], gl.float32, mma)
-        for ki in range(k_tiles):
-            it = it0 + ki
-            s = it % STAGES
-            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s).permute((1, 0)), acc, is_async=True)
-            # At most one MMA in flight: the previous K block's slot is free again.
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ki > 0)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(empty.index((it0 + k_tiles - 1) % STAGES), count=1)
-        mbarrier.arrive(turn.index((CONSUMER + 1) % NC), count=1)
+        if MODE == MODE_EPILOGUE_ALONE:
+            # No matmul: distinct finite values (no exact ties, so the fast pass decides every tile).
+            r = gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
+            c = gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
+            acc = ((r[:, None] * 7919 + c[None, :] + pid_v * BN) % 65521).to(gl.float32) * 1e-4
+        else:
+            mbarrier.wait(turn.index(CONSUMER), ((i // NC) - (1 if CONSUMER == 0 else 0)) & 1, pred=i > 0)
+            acc = gl.zeros([BM, BN], gl.float32, mma)
+            for ki in range(k_tiles):
+                it = it0 + ki
+                s = it % STAGES
+                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s).permute((1, 0)), acc, is_async=True)
+                # At most one MMA in flight: the previous K block's slot is free again.
+                acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ki > 0)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(empty.index((it0 + k_tiles - 1) % STAGES), count=1)
+            mbarrier.arrive(turn.index((CONSUMER + 1) % NC), count=1)
         # The epilogue, while the other groups' K loops run.
-        if BARE:
+        if MODE == MODE_BARE:
             _bare_epilogue(acc, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM)
         else:
             # The staging buffer is ours once tile i - 1's epilogue (the previous group's) is done with it:
@@ -370,9 +389,9 @@ def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, 
 def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
                           B, V, D, col_offset, seed_lo, seed_hi, STAGES: gl.constexpr,
                           NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr, NOISE: gl.constexpr,
-                          NC: gl.constexpr, CONSUMER_REGS: gl.constexpr, BARE: gl.constexpr = False):  # fmt: skip
+                          NC: gl.constexpr, CONSUMER_REGS: gl.constexpr, MODE: gl.constexpr = 0):  # fmt: skip
     """Persistent, warp-specialized ``(B,D) @ (D,V) -> per (row, BN tile) argmax(z / T + G)`` with
-    ``NC`` (2 or 3) consumer warp groups (``BARE``: the timing baseline of :func:`_bare_epilogue`)."""
+    ``NC`` (2 or 3) consumer warp groups (``MODE``: :data:`MODES`)."""
     BM: gl.constexpr = h_desc.block_type.shape[0]
     BK: gl.constexpr = h_desc.block_type.shape[1]
     BN: gl.constexpr = w_desc.block_type.shape[0]
@@ -396,12 +415,12 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
         mbarrier.init(staged.index(i), count=1)
     args = (a_bufs, b_bufs, ready, empty, turn, stage, staged, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr,
             flag_ptr, B, V, D, col_offset, seed_lo, seed_hi)  # fmt: skip
-    loads = (h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS)
+    loads = (h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS, MODE)
     if NC == 2:
         gl.warp_specialize(
             [
-                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, BARE)),
-                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, BARE)),
+                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE)),
+                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE)),
                 (_load_partition, loads),
             ],
             [4, 1],
@@ -411,9 +430,9 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
         gl.static_assert(NC == 3, "2 or 3 consumer warp groups")
         gl.warp_specialize(
             [
-                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, BARE)),
-                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, BARE)),
-                (_consumer, (args, 2, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, BARE)),
+                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE)),
+                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE)),
+                (_consumer, (args, 2, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE)),
                 (_load_partition, loads),
             ],
             [4, 4, 1],
@@ -434,13 +453,13 @@ def default_consumer_registers(groups: int) -> int:
 
 def launch_pingpong(
     hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, col_offset, n_rounds, noise, programs=None,
-    bare=False,
+    mode="sample",
 ):  # fmt: skip
     """Launch :func:`fused_pingpong_kernel` into the candidate buffers ``parts`` (one candidate per
     ``block_v`` tile); returns the compiled kernel.  ``tiles``: ``block_b x block_v`` tiles,
     ``block_d`` K blocks, ``num_stages`` ring slots, ``epilogue_v`` chunks, ``warp_groups`` consumer
     groups with ``max_registers`` each.  ``programs`` overrides the one-per-SM grid (tests: several
-    tiles per program on small inputs); ``bare``: the timing baseline (:func:`_bare_epilogue`), not a sampler."""
+    tiles per program on small inputs); ``mode``: a key of :data:`MODES` (``"sample"``, or a timing mode)."""
     B, D = hidden.shape
     V = weight.shape[0]
     bm, bn, bk, nc = tiles.block_b, tiles.block_v, tiles.block_d, tiles.warp_groups
@@ -454,12 +473,12 @@ def launch_pingpong(
         h_desc, w_desc, inv_temp, part_max, part_key, part_idx, flags,
         B, V, D, col_offset, seed_lo, seed_hi,
         STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NOISE=noise, NC=nc,
-        CONSUMER_REGS=tiles.max_registers or default_consumer_registers(nc), BARE=bare, num_warps=4,
+        CONSUMER_REGS=tiles.max_registers or default_consumer_registers(nc), MODE=MODES[mode], num_warps=4,
         maxnreg=launch_registers(nc),
     )  # fmt: skip
 
 
-def compile_offline(tiles, element: str = "bf16"):
+def compile_offline(tiles, element: str = "bf16", mode: str = "sample"):
     """Compile :func:`fused_pingpong_kernel` for sm_90a without a GPU (triton ships ``ptxas``).
 
     Returns the compiled kernel (``.asm["ptx"]``, ``.metadata.shared``), for the CPU test that the
@@ -483,7 +502,7 @@ def compile_offline(tiles, element: str = "bf16"):
     nc = tiles.warp_groups
     regs = tiles.max_registers or default_consumer_registers(nc)
     constexprs = {"STAGES": tiles.num_stages, "NUM_PROGRAMS": 132, "EV": tiles.epilogue_v, "N_ROUNDS": 10,
-                  "NOISE": True, "NC": nc, "CONSUMER_REGS": regs}  # fmt: skip
+                  "NOISE": True, "NC": nc, "CONSUMER_REGS": regs, "MODE": MODES[mode]}  # fmt: skip
     src = GluonASTSource(fn=fused_pingpong_kernel, signature=signature, constexprs=constexprs)
     options = {"num_warps": 4, "maxnreg": launch_registers(nc)}
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
