@@ -56,11 +56,19 @@ CONFIGS_V3 = {
 # v4: B=256, a deeper ring or wider chunks for the 64 x 256 tiles.
 CONFIGS_V4 = {256: [(64, 256, 64, 4, 16, 2), (64, 256, 64, 5, 16, 2), (64, 256, 64, 4, 32, 2)]}
 # v5 (session 5): the fast pass (per-thread running maxima, one reduction per tile) and positive_log.
-CONFIGS = {
+CONFIGS_V5 = {
     256: [(64, 256, 64, 4, 32, 2), (64, 256, 64, 4, 16, 2), (64, 256, 64, 5, 32, 2), (64, 128, 64, 6, 16, 3)],
     128: [(64, 128, 64, 6, 16, 3), (64, 128, 64, 6, 32, 3), (64, 256, 64, 4, 32, 2)],
     64: [(64, 128, 64, 6, 16, 3), (64, 128, 64, 6, 32, 3)],
 }
+# v6 (session 6, prepared, not yet run): shared-memory staging, one buffer taken in turn (the default) against
+# one buffer per consumer group ("spg", launch_pingpong(stage_per_group=True)), which needs a shallower ring.
+CONFIGS = {
+    256: [(64, 256, 64, 4, 32, 2), (64, 256, 64, 2, 32, 2, "spg"), (64, 128, 64, 6, 16, 3),
+          (64, 128, 64, 5, 16, 3, "spg"), (64, 128, 64, 4, 16, 3, "spg")],
+    128: [(64, 256, 64, 4, 32, 2), (64, 128, 64, 6, 16, 3), (64, 128, 64, 5, 16, 3, "spg")],
+    64: [(64, 128, 64, 6, 16, 3), (64, 128, 64, 5, 16, 3, "spg")],
+}  # fmt: skip
 
 
 def ws_tiles(bb, bv, bd, stages, ev, groups=2) -> TileConfig:
@@ -167,11 +175,13 @@ def main() -> None:
         for cfg in CONFIGS.get(B, []):
             name = "ws/" + "x".join(map(str, cfg))
             try:
-                tc = ws_tiles(*cfg)
+                tc = ws_tiles(*cfg[:6])
+                spg = cfg[6:] == ("spg",)
 
-                def run_ws(tc=tc, noise=True, h=h, inv=inv):
+                def run_ws(tc=tc, noise=True, h=h, inv=inv, spg=spg):
                     parts = allocate_partials(h.shape[0], 1, triton.cdiv(V, tc.block_v), dev)
-                    k = launch_pingpong(h, w, inv, parts, 5, 7, tc, col_offset=0, n_rounds=10, noise=noise)
+                    k = launch_pingpong(h, w, inv, parts, 5, 7, tc, col_offset=0, n_rounds=10, noise=noise,
+                                        stage_per_group=spg)  # fmt: skip
                     return reduce_tiles(*parts[:4], V)[0], k
 
                 t0 = time.time()

@@ -81,6 +81,35 @@ def test_timing_modes_compile_for_sm90(mode, tmp_path):
     assert ("mbarrier.try_wait" in text) and ("cp.async.bulk.tensor" in text) == (mode == "bare")
 
 
+COMPILE_PER_GROUP = """
+import sys
+from flashsampling.kernels.fused import TileConfig
+from flashsampling.kernels.pingpong import compile_offline
+t = TileConfig(64, 128, 64, num_warps=4, num_stages=5, epilogue_v=16, warp_specialized=True, warp_groups=3)
+k = compile_offline(t, stage_per_group=True)
+open(sys.argv[1], "w").write(k.asm["ptx"])
+print(k.metadata.shared)
+"""
+
+
+@pytest.mark.skipif(not PTXAS.exists(), reason="triton without ptxas")
+def test_stage_per_group_compiles_without_spills(tmp_path):
+    """The experimental staging buffer per group (three groups on 64 x 128 tiles, 5 ring stages) fits
+    the shared memory and the 128 launch registers without spills."""
+    env = {**os.environ, "FLASHSAMPLING_INTERPRET": "0", "PYTHONPATH": str(ROOT)}
+    env.pop("TRITON_INTERPRET", None)
+    ptx = tmp_path / "k.ptx"
+    out = subprocess.run([sys.executable, "-c", COMPILE_PER_GROUP, str(ptx)], env=env, capture_output=True,
+                         text=True, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert int(out.stdout.split()[-1]) <= 227 * 1024
+    rep = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", "--maxrregcount", "128", str(ptx), "-o",
+                          str(tmp_path / "k.cubin")], capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", rep.stderr)]
+    assert spills and max(spills) == 0, rep.stderr
+
+
 def test_warp_specialized_tiles():
     """B <= 32 keeps the Triton defaults; above, tiles that the Gluon kernel accepts."""
     assert warp_specialized_tiles(32) is None
@@ -108,13 +137,14 @@ WS3 = TileConfig(64, 128, 64, num_warps=4, num_stages=4, epilogue_v=16, warp_spe
 WS_WIDE = warp_specialized_tiles(256)  # the B > 64 default: 64 x 256 tiles, 32-column chunks
 
 
-def _equal_candidates(h, w, inv, programs=None, ws=WS):
+def _equal_candidates(h, w, inv, programs=None, ws=WS, stage_per_group=False):
     from flashsampling.kernels.pingpong import launch_pingpong
 
     ref_tiles = REF if ws.block_v == REF.block_v else TileConfig(64, ws.block_v, 64, num_warps=8, num_stages=3)
     ref = launch_fused_stage1(h, w, inv, 11, 12, 1, ref_tiles)
     got = allocate_partials(h.shape[0], 1, ref[0].shape[-1], h.device)
-    launch_pingpong(h, w, inv, got, 11, 12, ws, col_offset=0, n_rounds=10, noise=True, programs=programs)
+    launch_pingpong(h, w, inv, got, 11, 12, ws, col_offset=0, n_rounds=10, noise=True, programs=programs,
+                    stage_per_group=stage_per_group)  # fmt: skip
     return ref, got
 
 
@@ -155,6 +185,27 @@ def test_gluon_ties_and_flags(ws):
     assert bool((got[3][9] == 2).any()) and bool((got[3][11] == 3).any())
     ok = (torch.arange(64, device="cuda") != 3) & (torch.arange(64, device="cuda") != 11)
     assert torch.equal(reduce_tiles(*ref[:4], w.shape[0])[0][ok], reduce_tiles(*got[:4], w.shape[0])[0][ok])
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")
+@pytest.mark.parametrize("programs", [None, 1])
+def test_gluon_stage_per_group(programs):
+    """The experimental staging buffer per consumer group (three groups, 4 stages: 192 KB of shared
+    memory): the same candidates, also with exact ties and a NaN row."""
+    g = torch.Generator(device="cuda").manual_seed(4)
+    h = torch.randn(300, 128, device="cuda", generator=g).to(torch.bfloat16)
+    w = (torch.randn(2000, 128, device="cuda", generator=g) * 0.3).to(torch.bfloat16)
+    inv = torch.linspace(0.0, 2.0, 300, device="cuda")
+    ref, got = _equal_candidates(h, w, inv, programs, WS3, stage_per_group=True)
+    for x, y in zip(ref[:4], got[:4]):
+        assert torch.equal(x, y)
+    w = w[:8].repeat(250, 1)  # exact ties
+    h[3, 5] = float("nan")
+    ref, got = _equal_candidates(h, w, inv, programs, WS3, stage_per_group=True)
+    ok = torch.arange(300, device="cuda") != 3
+    assert torch.equal(ref[3], got[3]) and bool((got[3][3] & 1).all())
+    for x, y in zip(ref[:3], got[:3]):
+        assert torch.equal(x[ok], y[ok])
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")

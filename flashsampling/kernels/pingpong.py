@@ -16,7 +16,8 @@ program (one per SM) into partitions that synchronize through mbarriers:
   exact: a group starts waiting for its slots only once they are at most one phase ahead.
 
 Epilogue: the group writes its accumulator to a shared-memory staging buffer (one per program,
-which the groups' epilogues take in tile order through a second ring of ``staged`` mbarriers) and
+which the groups' epilogues take in tile order through a second ring of ``staged`` mbarriers; one
+per group with ``STAGE_PER_GROUP``, an experiment that needs a shallower ring) and
 reads it back chunk by chunk (``EV`` columns, the next chunk loaded before this one is processed);
 the chunk's NVMMA layout maps the same columns to the same thread.  (Staging through a global
 scratch slot per group, as in session 5, cost 0.02-0.05 ms more per launch without noise:
@@ -331,7 +332,7 @@ def _bare_epilogue(acc, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM: gl.const
 @gluon.jit
 def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
               STAGES: gl.constexpr, NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
-              NOISE: gl.constexpr, MODE: gl.constexpr):  # fmt: skip
+              NOISE: gl.constexpr, MODE: gl.constexpr, STAGE_PER_GROUP: gl.constexpr):  # fmt: skip
     """Consumer warp group ``CONSUMER`` of ``NC``: the K loop and the epilogue of tiles ``CONSUMER``,
     ``CONSUMER + NC``, ... of this program's list (``MODE``: see :data:`MODES`)."""
     (a_bufs, b_bufs, ready, empty, turn, stage, staged, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr,
@@ -374,12 +375,17 @@ def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, 
         # The epilogue, while the other groups' K loops run.
         if MODE == MODE_BARE:
             _bare_epilogue(acc, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM)
+        elif STAGE_PER_GROUP:
+            _tile_epilogue(
+                acc, stage.index(CONSUMER), pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1,
+                part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
+            )  # fmt: skip
         else:
             # The staging buffer is ours once tile i - 1's epilogue (the previous group's) is done with it:
             # the same arrival count as the turns.
             mbarrier.wait(staged.index(CONSUMER), ((i // NC) - (1 if CONSUMER == 0 else 0)) & 1, pred=i > 0)
             _tile_epilogue(
-                acc, stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
+                acc, stage.index(0), pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
                 part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
             )  # fmt: skip
             mbarrier.arrive(staged.index((CONSUMER + 1) % NC), count=1)
@@ -389,7 +395,8 @@ def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, 
 def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
                           B, V, D, col_offset, seed_lo, seed_hi, STAGES: gl.constexpr,
                           NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr, NOISE: gl.constexpr,
-                          NC: gl.constexpr, CONSUMER_REGS: gl.constexpr, MODE: gl.constexpr = 0):  # fmt: skip
+                          NC: gl.constexpr, CONSUMER_REGS: gl.constexpr, MODE: gl.constexpr = 0,
+                          STAGE_PER_GROUP: gl.constexpr = False):  # fmt: skip
     """Persistent, warp-specialized ``(B,D) @ (D,V) -> per (row, BN tile) argmax(z / T + G)`` with
     ``NC`` (2 or 3) consumer warp groups (``MODE``: :data:`MODES`)."""
     BM: gl.constexpr = h_desc.block_type.shape[0]
@@ -406,7 +413,8 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
     stage_layout: gl.constexpr = gl.SwizzledSharedLayout(
         vec=8, per_phase=max(1, 32 // EV), max_phase=min(8, EV // 8), order=[1, 0]
     )
-    stage = gl.allocate_shared_memory(gl.float32, [BN // EV * BM, EV], stage_layout)
+    # One buffer that the groups take in turn, or (STAGE_PER_GROUP, where shared memory allows) one per group.
+    stage = gl.allocate_shared_memory(gl.float32, [NC if STAGE_PER_GROUP else 1, BN // EV * BM, EV], stage_layout)
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
@@ -416,11 +424,12 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
     args = (a_bufs, b_bufs, ready, empty, turn, stage, staged, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr,
             flag_ptr, B, V, D, col_offset, seed_lo, seed_hi)  # fmt: skip
     loads = (h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS, MODE)
+    SPG: gl.constexpr = STAGE_PER_GROUP
     if NC == 2:
         gl.warp_specialize(
             [
-                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE)),
-                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE)),
+                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE, SPG)),
+                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE, SPG)),
                 (_load_partition, loads),
             ],
             [4, 1],
@@ -430,9 +439,9 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
         gl.static_assert(NC == 3, "2 or 3 consumer warp groups")
         gl.warp_specialize(
             [
-                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE)),
-                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE)),
-                (_consumer, (args, 2, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE)),
+                (_consumer, (args, 0, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE, SPG)),
+                (_consumer, (args, 1, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE, SPG)),
+                (_consumer, (args, 2, NC, BM, BN, BK, STAGES, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, MODE, SPG)),
                 (_load_partition, loads),
             ],
             [4, 4, 1],
@@ -453,13 +462,16 @@ def default_consumer_registers(groups: int) -> int:
 
 def launch_pingpong(
     hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, col_offset, n_rounds, noise, programs=None,
-    mode="sample",
+    mode="sample", stage_per_group=False,
 ):  # fmt: skip
     """Launch :func:`fused_pingpong_kernel` into the candidate buffers ``parts`` (one candidate per
     ``block_v`` tile); returns the compiled kernel.  ``tiles``: ``block_b x block_v`` tiles,
     ``block_d`` K blocks, ``num_stages`` ring slots, ``epilogue_v`` chunks, ``warp_groups`` consumer
     groups with ``max_registers`` each.  ``programs`` overrides the one-per-SM grid (tests: several
-    tiles per program on small inputs); ``mode``: a key of :data:`MODES` (``"sample"``, or a timing mode)."""
+    tiles per program on small inputs); ``mode``: a key of :data:`MODES` (``"sample"``, or a timing mode).
+    ``stage_per_group`` (experimental, for the benchmarks; not run on a GPU yet): one staging buffer per
+    consumer group, so that the groups' epilogues may overlap, where ``warp_groups`` buffers of
+    ``block_b x block_v`` fp32 fit beside the ring (for example three groups on 64 x 128 tiles with 5 stages)."""
     B, D = hidden.shape
     V = weight.shape[0]
     bm, bn, bk, nc = tiles.block_b, tiles.block_v, tiles.block_d, tiles.warp_groups
@@ -473,12 +485,13 @@ def launch_pingpong(
         h_desc, w_desc, inv_temp, part_max, part_key, part_idx, flags,
         B, V, D, col_offset, seed_lo, seed_hi,
         STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NOISE=noise, NC=nc,
-        CONSUMER_REGS=tiles.max_registers or default_consumer_registers(nc), MODE=MODES[mode], num_warps=4,
+        CONSUMER_REGS=tiles.max_registers or default_consumer_registers(nc), MODE=MODES[mode],
+        STAGE_PER_GROUP=stage_per_group, num_warps=4,
         maxnreg=launch_registers(nc),
     )  # fmt: skip
 
 
-def compile_offline(tiles, element: str = "bf16", mode: str = "sample"):
+def compile_offline(tiles, element: str = "bf16", mode: str = "sample", stage_per_group: bool = False):
     """Compile :func:`fused_pingpong_kernel` for sm_90a without a GPU (triton ships ``ptxas``).
 
     Returns the compiled kernel (``.asm["ptx"]``, ``.metadata.shared``), for the CPU test that the
@@ -502,7 +515,8 @@ def compile_offline(tiles, element: str = "bf16", mode: str = "sample"):
     nc = tiles.warp_groups
     regs = tiles.max_registers or default_consumer_registers(nc)
     constexprs = {"STAGES": tiles.num_stages, "NUM_PROGRAMS": 132, "EV": tiles.epilogue_v, "N_ROUNDS": 10,
-                  "NOISE": True, "NC": nc, "CONSUMER_REGS": regs, "MODE": MODES[mode]}  # fmt: skip
+                  "NOISE": True, "NC": nc, "CONSUMER_REGS": regs, "MODE": MODES[mode],
+                  "STAGE_PER_GROUP": stage_per_group}  # fmt: skip
     src = GluonASTSource(fn=fused_pingpong_kernel, signature=signature, constexprs=constexprs)
     options = {"num_warps": 4, "maxnreg": launch_registers(nc)}
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
