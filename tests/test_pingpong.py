@@ -8,6 +8,8 @@ program (the two consumer groups take turns), with exact ties and with flagged r
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import re
 import subprocess
@@ -35,30 +37,34 @@ HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 
 ROOT = Path(__file__).resolve().parents[1]
 
 COMPILE = """
-import sys
-from flashsampling.kernels.fused import warp_specialized_tiles
+import json, sys
+from flashsampling.kernels.fused import TileConfig
 from flashsampling.kernels.pingpong import compile_offline
-k = compile_offline(warp_specialized_tiles(int(sys.argv[1])), mode=sys.argv[3] if len(sys.argv) > 3 else "sample")
+tiles, mode, per_group = json.loads(sys.argv[1])
+k = compile_offline(TileConfig(**tiles), mode=mode, stage_per_group=per_group)
 open(sys.argv[2], "w").write(k.asm["ptx"])
 print(k.metadata.shared)
 """
 
 
-@pytest.mark.skipif(not PTXAS.exists(), reason="triton without ptxas")
-@pytest.mark.parametrize("batch", [64, 128, 256])
-def test_gluon_kernel_compiles_for_sm90_without_spills(batch, tmp_path):
-    """The default warp-specialized tiles of each batch class build for sm_90a, fit the shared memory
-    (227 KB) and the launch register budget (168 for 2 consumer groups, 128 for 3), and spill nothing."""
-    ptx = tmp_path / "k.ptx"
+def _compile(tmp_path, tiles: TileConfig, mode: str = "sample", per_group: bool = False) -> tuple[str, int]:
+    """PTX and shared-memory bytes of the Gluon kernel compiled for sm_90a in a fresh process (compiled
+    mode, not the interpreter)."""
     env = {**os.environ, "FLASHSAMPLING_INTERPRET": "0", "PYTHONPATH": str(ROOT)}
     env.pop("TRITON_INTERPRET", None)
-    out = subprocess.run([sys.executable, "-c", COMPILE, str(batch), str(ptx)], env=env, capture_output=True,
-                         text=True, timeout=600)  # fmt: skip
+    ptx = tmp_path / "k.ptx"
+    arg = json.dumps([dataclasses.asdict(tiles), mode, per_group])
+    out = subprocess.run([sys.executable, "-c", COMPILE, arg, str(ptx)], env=env, capture_output=True, text=True,
+                         timeout=600)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    assert int(out.stdout.split()[-1]) <= 227 * 1024
-    regs = str(launch_registers(warp_specialized_tiles(batch).warp_groups))
-    rep = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", "--maxrregcount", regs, str(ptx), "-o",
-                          str(tmp_path / "k.cubin")], capture_output=True, text=True, timeout=600)  # fmt: skip
+    return ptx.read_text(), int(out.stdout.split()[-1])
+
+
+def _assert_no_spills(tmp_path, ptx: str, regs: int) -> None:
+    """ptxas (shipped with triton) builds ``ptx`` within ``regs`` registers and spills nothing."""
+    (tmp_path / "a.ptx").write_text(ptx)
+    rep = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", "--maxrregcount", str(regs), str(tmp_path / "a.ptx"),
+                          "-o", str(tmp_path / "a.cubin")], capture_output=True, text=True, timeout=600)  # fmt: skip
     assert rep.returncode == 0, rep.stderr[-3000:]
     spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", rep.stderr)]
     assert spills and max(spills) == 0, rep.stderr
@@ -66,48 +72,34 @@ def test_gluon_kernel_compiles_for_sm90_without_spills(batch, tmp_path):
 
 
 @pytest.mark.skipif(not PTXAS.exists(), reason="triton without ptxas")
+@pytest.mark.parametrize("batch", [64, 128, 256])
+def test_gluon_kernel_compiles_for_sm90_without_spills(batch, tmp_path):
+    """The default warp-specialized tiles of each batch class build for sm_90a, fit the shared memory
+    (227 KB) and the launch register budget (168 for 2 consumer groups, 128 for 3), and spill nothing."""
+    tiles = warp_specialized_tiles(batch)
+    ptx, shared = _compile(tmp_path, tiles)
+    assert shared <= 227 * 1024
+    _assert_no_spills(tmp_path, ptx, launch_registers(tiles.warp_groups))
+
+
+@pytest.mark.skipif(not PTXAS.exists(), reason="triton without ptxas")
 @pytest.mark.parametrize("mode", ["bare", "epilogue"])
 def test_timing_modes_compile_for_sm90(mode, tmp_path):
     """The benchmarks' timing modes of the Gluon kernel (pingpong.MODES) build for sm_90a with the
     B=256 tiles: ``bare`` has no sampler epilogue, ``epilogue`` no loads or MMAs."""
-    env = {**os.environ, "FLASHSAMPLING_INTERPRET": "0", "PYTHONPATH": str(ROOT)}
-    env.pop("TRITON_INTERPRET", None)
-    ptx = tmp_path / "k.ptx"
-    out = subprocess.run([sys.executable, "-c", COMPILE, "256", str(ptx), mode], env=env, capture_output=True,
-                         text=True, timeout=600)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    text = ptx.read_text()
+    text, _ = _compile(tmp_path, warp_specialized_tiles(256), mode)
     assert ("wgmma.mma_async" in text) == (mode == "bare")
     assert ("mbarrier.try_wait" in text) and ("cp.async.bulk.tensor" in text) == (mode == "bare")
-
-
-COMPILE_PER_GROUP = """
-import sys
-from flashsampling.kernels.fused import TileConfig
-from flashsampling.kernels.pingpong import compile_offline
-t = TileConfig(64, 128, 64, num_warps=4, num_stages=5, epilogue_v=16, warp_specialized=True, warp_groups=3)
-k = compile_offline(t, stage_per_group=True)
-open(sys.argv[1], "w").write(k.asm["ptx"])
-print(k.metadata.shared)
-"""
 
 
 @pytest.mark.skipif(not PTXAS.exists(), reason="triton without ptxas")
 def test_stage_per_group_compiles_without_spills(tmp_path):
     """The experimental staging buffer per group (three groups on 64 x 128 tiles, 5 ring stages) fits
     the shared memory and the 128 launch registers without spills."""
-    env = {**os.environ, "FLASHSAMPLING_INTERPRET": "0", "PYTHONPATH": str(ROOT)}
-    env.pop("TRITON_INTERPRET", None)
-    ptx = tmp_path / "k.ptx"
-    out = subprocess.run([sys.executable, "-c", COMPILE_PER_GROUP, str(ptx)], env=env, capture_output=True,
-                         text=True, timeout=600)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert int(out.stdout.split()[-1]) <= 227 * 1024
-    rep = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", "--maxrregcount", "128", str(ptx), "-o",
-                          str(tmp_path / "k.cubin")], capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert rep.returncode == 0, rep.stderr[-3000:]
-    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", rep.stderr)]
-    assert spills and max(spills) == 0, rep.stderr
+    tiles = TileConfig(64, 128, 64, num_warps=4, num_stages=5, epilogue_v=16, warp_specialized=True, warp_groups=3)
+    ptx, shared = _compile(tmp_path, tiles, per_group=True)
+    assert shared <= 227 * 1024
+    _assert_no_spills(tmp_path, ptx, 128)
 
 
 def test_warp_specialized_tiles():
