@@ -350,16 +350,18 @@ def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, 
         pid_v = tile // num_b_tiles
         i = (tile - program) // NUM_PROGRAMS  # the tile's place in this program's list
         it0 = i * k_tiles  # its first slot use in the ring
-        # Our turn on the tensor cores: the previous group has waited for every slot of tile i - 1,
-        # so the slots of tile i are at most one phase ahead of us (the parity waits are exact).
-        # Tile i waits for the (i // NC)-th arrival of the previous group (one fewer for group 0).
+        # Tile i waits for the (i // NC)-th arrival of the previous group on the turns and on the staging
+        # buffer (one fewer for group 0): the parity of that arrival.
+        phase = ((i // NC) - (1 if CONSUMER == 0 else 0)) & 1
         if MODE == MODE_EPILOGUE_ALONE:
             # No matmul: distinct finite values (no exact ties, so the fast pass decides every tile).
             r = gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
             c = gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
             acc = ((r[:, None] * 7919 + c[None, :] + pid_v * BN) % 65521).to(gl.float32) * 1e-4
         else:
-            mbarrier.wait(turn.index(CONSUMER), ((i // NC) - (1 if CONSUMER == 0 else 0)) & 1, pred=i > 0)
+            # Our turn on the tensor cores: the previous group has waited for every slot of tile i - 1,
+            # so the slots of tile i are at most one phase ahead of us (the parity waits are exact).
+            mbarrier.wait(turn.index(CONSUMER), phase, pred=i > 0)
             acc = gl.zeros([BM, BN], gl.float32, mma)
             for ki in range(k_tiles):
                 it = it0 + ki
@@ -375,20 +377,16 @@ def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, 
         # The epilogue, while the other groups' K loops run.
         if MODE == MODE_BARE:
             _bare_epilogue(acc, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM)
-        elif STAGE_PER_GROUP:
-            _tile_epilogue(
-                acc, stage.index(CONSUMER), pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1,
-                part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
-            )  # fmt: skip
         else:
-            # The staging buffer is ours once tile i - 1's epilogue (the previous group's) is done with it:
-            # the same arrival count as the turns.
-            mbarrier.wait(staged.index(CONSUMER), ((i // NC) - (1 if CONSUMER == 0 else 0)) & 1, pred=i > 0)
+            # A shared staging buffer is ours once tile i - 1's epilogue (the previous group's) is done with it.
+            if not STAGE_PER_GROUP:
+                mbarrier.wait(staged.index(CONSUMER), phase, pred=i > 0)
             _tile_epilogue(
-                acc, stage.index(0), pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
-                part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
+                acc, stage.index(CONSUMER if STAGE_PER_GROUP else 0), pid_b, pid_v, num_v_tiles, B, V, col_offset,
+                inv_temp_ptr, k0, k1, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
             )  # fmt: skip
-            mbarrier.arrive(staged.index((CONSUMER + 1) % NC), count=1)
+            if not STAGE_PER_GROUP:
+                mbarrier.arrive(staged.index((CONSUMER + 1) % NC), count=1)
 
 
 @gluon.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset"])
@@ -472,6 +470,8 @@ def launch_pingpong(
     ``stage_per_group`` (experimental, for the benchmarks; not run on a GPU yet): one staging buffer per
     consumer group, so that the groups' epilogues may overlap, where ``warp_groups`` buffers of
     ``block_b x block_v`` fp32 fit beside the ring (for example three groups on 64 x 128 tiles with 5 stages)."""
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r} must be one of {sorted(MODES)}")
     B, D = hidden.shape
     V = weight.shape[0]
     bm, bn, bk, nc = tiles.block_b, tiles.block_v, tiles.block_d, tiles.warp_groups
