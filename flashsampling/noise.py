@@ -94,14 +94,19 @@ def split_seed(seed: int) -> tuple[int, int]:
 
 @device_function
 def philox4x32(c0, c1, c2, c3, k0, k1, N_ROUNDS: tl.constexpr):
-    """Philox4x32 with ``N_ROUNDS`` rounds on uint32 counters ``c0..c3`` and key ``(k0, k1)``."""
+    """Philox4x32 with ``N_ROUNDS`` rounds on uint32 counters ``c0..c3`` and key ``(k0, k1)``.
+
+    Each round's two multiplications are written as 64-bit products of 32-bit words, whose high and low
+    halves are the round's ``mulhi`` and ``mullo``: one ``IMAD.WIDE.U32`` each on sm_90, where separate
+    ``umulhi`` and ``mul`` compiled to two instructions (the same integers; ``tests/test_noise.py`` checks the
+    kernel's words against the twin and the known answers)."""
     for _ in tl.static_range(N_ROUNDS):
-        a0 = c0
-        a2 = c2
-        c0 = tl.umulhi(0xCD9E8D57, a2) ^ c1 ^ k0
-        c2 = tl.umulhi(0xD2511F53, a0) ^ c3 ^ k1
-        c1 = tl.mul(a2, 0xCD9E8D57, sanitize_overflow=False)
-        c3 = tl.mul(a0, 0xD2511F53, sanitize_overflow=False)
+        p0 = c0.to(tl.uint64) * 0xD2511F53
+        p2 = c2.to(tl.uint64) * 0xCD9E8D57
+        c0 = (p2 >> 32).to(tl.uint32) ^ c1 ^ k0
+        c2 = (p0 >> 32).to(tl.uint32) ^ c3 ^ k1
+        c1 = p2.to(tl.uint32)
+        c3 = p0.to(tl.uint32)
         k0 = tl.add(k0, 0x9E3779B9, sanitize_overflow=False)
         k1 = tl.add(k1, 0xBB67AE85, sanitize_overflow=False)
     return c0, c1, c2, c3
@@ -141,7 +146,29 @@ else:
         p = tl.fma(f, p, -0.5)
         p = f * p
         r = tl.fma(f, p, f)
-        return tl.fma(e.to(tl.float32) * 1.1920928955078125e-07, 0.6931471824645996, r)
+        # e log 2 + r with one rounding: (e * 2**-23) * log 2 is e * (2**-23 log 2), both exact products.
+        return tl.fma(e.to(tl.float32), 8.262958317573066e-08, r)
+
+
+if INTERPRET:
+
+    @device_function
+    def ratio_to_half_one(d, y):
+        """``d / y`` for float32 ``y`` in ``[1/2, 1]``: NumPy's correctly rounded division, in the interpreter
+        (the twin's own)."""
+        return tl.fdiv(d, y)
+
+else:
+
+    @device_function
+    def ratio_to_half_one(d, y):
+        """``d / y`` for float32 ``y`` in ``[1/2, 1]`` and normal ``d``: ``div.full.f32`` (what ``tl.fdiv``
+        compiles to) without its range checks, i.e. the approximate reciprocal ``MUFU.RCP`` and one multiply.
+        ``div.full.f32`` rescales ``y`` only when ``|y| > 2**126`` or ``|y| < 2**-126``, so on ``[1/2, 1]`` the
+        two agree bit for bit (``tests/test_noise.py`` checks it on the GPU); 2 instructions instead of about 10."""
+        r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [y], dtype=tl.float32, is_pure=True,
+                                      pack=1)  # fmt: skip
+        return d * r
 
 
 @device_function
@@ -156,10 +183,11 @@ def exponential_from_bits(w0, w1):
     ``-log(U) = -log(y) - log1p(d / y) = -log(y) - d / y`` up to ``(d / y)**2 / 2 < 2**-49``; for
     ``x < 2**-25``, ``y = 1`` and the result is ``x`` itself.  ``d / y`` is a correction below one
     float32 ulp of the result, so an approximate division changes the result by at most one
-    rounding.  ``x`` is built as ``(m1 >> 8) * 2**-24 + ((m1 & 255) * 2**-32 + (m0 * 2**-64 +
-    2**-65))``: the high part is exact, so the sum rounds once to nearest instead of truncating
-    the low word (``proofs/finite_precision.md``); products by powers of two are exact, so fused
-    multiply-adds give the same result as separate operations.
+    rounding (the kernel's, :func:`ratio_to_half_one`, is ``div.full.f32`` bit for bit).  ``x`` is
+    built as ``(m1 >> 8) * 2**-24 + ((m1 & 255) * 2**-32 + (m0 * 2**-64 + 2**-65))``: the high part
+    is exact, so the sum rounds once to nearest instead of truncating the low word
+    (``proofs/finite_precision.md``); products by powers of two are exact, so fused multiply-adds
+    give the same result as separate operations.
     """
     top = w1 >> 31
     # (x ^ 0xFFFFFFFF is ~x: the interpreter's ~ fails on uint32.)
@@ -174,7 +202,7 @@ def exponential_from_bits(w0, w1):
     y = 1.0 - x
     d = (1.0 - y) - x
     arg = tl.where(top == 1, y, x)
-    corr = tl.where(top == 1, tl.fdiv(d, y), 0.0)
+    corr = tl.where(top == 1, ratio_to_half_one(d, y), 0.0)
     return -positive_log(arg) - corr
 
 

@@ -18,6 +18,7 @@ from flashsampling.noise import (
     pair_noise,
     philox4x32_np,
     positive_log,
+    ratio_to_half_one,
     split_seed,
     tie_key,
     token_noise,
@@ -202,4 +203,32 @@ def test_positive_log_equals_libdevice_bit_for_bit():
     x = torch.cat([dense, wide]).view(torch.float32).cuda()
     ours, ref = torch.empty_like(x), torch.empty_like(x)
     _logs_kernel[(x.numel() // 1024,)](x, ours, ref, BLOCK=1024)
+    assert torch.equal(ours.view(torch.int32), ref.view(torch.int32))
+
+
+@triton.jit
+def _ratio_kernel(d_ptr, y_ptr, ours_ptr, ref_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    d = tl.load(d_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    tl.store(ours_ptr + offs, ratio_to_half_one(d, y))
+    tl.store(ref_ptr + offs, tl.fdiv(d, y))
+
+
+@pytest.mark.skipif(flashsampling.INTERPRET, reason="compiled only: in the interpreter both are NumPy's division")
+def test_ratio_to_half_one_equals_fdiv_bit_for_bit():
+    """ratio_to_half_one (MUFU.RCP and a multiply) returns exactly tl.fdiv's bits (div.full.f32) for every
+    float32 y in [1/2, 1] and d of either sign in the range the noise passes (|d| in [2**-66, 2**-24]):
+    each y once with a random d, and 2**24 random pairs."""
+    g = torch.Generator().manual_seed(1)
+    every_y = torch.arange(0x3F000000, 0x3F800001, dtype=torch.int32)
+    lo, hi = np.float32(0.5).view(np.int32), np.float32(1.0).view(np.int32)
+    y = torch.cat([every_y, torch.randint(int(lo), int(hi) + 1, (1 << 24,), dtype=torch.int32, generator=g)])
+    d_lo, d_hi = np.float32(2.0**-66).view(np.int32), np.float32(2.0**-24).view(np.int32)
+    d = torch.randint(int(d_lo), int(d_hi) + 1, y.shape, dtype=torch.int32, generator=g)
+    d = torch.where(torch.rand(y.shape, generator=g) < 0.5, d, d | torch.tensor(-(2**31), dtype=torch.int32))
+    n = (y.numel() // 1024) * 1024
+    y, d = y[:n].view(torch.float32).cuda(), d[:n].view(torch.float32).cuda()
+    ours, ref = torch.empty_like(y), torch.empty_like(y)
+    _ratio_kernel[(n // 1024,)](d, y, ours, ref, BLOCK=1024)
     assert torch.equal(ours.view(torch.int32), ref.view(torch.int32))
