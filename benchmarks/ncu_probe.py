@@ -26,6 +26,9 @@ def main() -> None:
     ap.add_argument("--V", type=int, default=151936)
     ap.add_argument("--D", type=int, default=4096)
     ap.add_argument("--tiles", default=None, help="comma-separated TileConfig fields (default: default_tiles)")
+    ap.add_argument("--ws-tiles", default=None,
+                    help="the Gluon kernel's block_b,block_v,block_d,num_stages,epilogue_v,warp_groups (launched "
+                    "directly, in any mode)")  # fmt: skip
     ap.add_argument("--no-noise", action="store_true")
     ap.add_argument("--mode", default="sample", choices=["sample", "bare", "epilogue"],
                     help="the Gluon kernel's timing modes (flashsampling.kernels.pingpong.MODES)")  # fmt: skip
@@ -33,13 +36,17 @@ def main() -> None:
     w = (torch.randn(args.V, args.D, device="cuda") * 0.02).to(torch.bfloat16)
     h = torch.randn(args.B, args.D, device="cuda").to(torch.bfloat16)
     inv = torch.ones(args.B, device="cuda")
-    if args.tiles:
+    if args.ws_tiles:
+        bb, bv, bd, stages, ev, groups = (int(x) for x in args.ws_tiles.split(","))
+        tiles = TileConfig(bb, bv, bd, num_warps=4, num_stages=stages, epilogue_v=ev, warp_specialized=True,
+                           warp_groups=groups)  # fmt: skip
+    elif args.tiles:
         fields = [int(x) for x in args.tiles.split(",")]
         tiles = TileConfig(*fields[:6], persistent=bool(fields[6]) if len(fields) > 6 else False)
     else:
         tiles = choose_tiles(h, w, 1)  # what sample() runs (the Gluon kernel above B=32 on sm_90)
     for _ in range(4):
-        if args.mode != "sample":
+        if args.mode != "sample" or args.ws_tiles:
             parts = allocate_partials(args.B, 1, triton.cdiv(args.V, tiles.block_v), h.device)
             launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, noise=not args.no_noise,
                             mode=args.mode)  # fmt: skip

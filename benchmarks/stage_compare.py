@@ -43,7 +43,9 @@ def launcher(mod, h, w, inv, parts, tiles, **kw):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--prev", required=True, help="the previous pingpong.py, imports made absolute")
+    ap.add_argument("--prev", required=True,
+                    help="the previous pingpong.py, imports made absolute; several, comma-separated, are tagged "
+                    "prev, prev2, ...")  # fmt: skip
     ap.add_argument("--out", required=True)
     ap.add_argument("--batches", default="256,128,64")
     ap.add_argument("--V", type=int, default=151936)
@@ -51,7 +53,8 @@ def main() -> None:
     ap.add_argument("--extra", default="64x128x64x6x16x3,128x128x64x4x16x2",
                     help="more tiles (bb x bv x bd x stages x ev x groups), timed at B > 64")  # fmt: skip
     args = ap.parse_args()
-    prev = load_module(args.prev)
+    versions = [("prev" if i == 0 else f"prev{i + 1}", load_module(p)) for i, p in enumerate(args.prev.split(","))]
+    versions.append(("new", pingpong))
     dev = torch.device("cuda")
     V, D = args.V, args.D
     gen = torch.Generator(device=dev).manual_seed(0)
@@ -75,16 +78,19 @@ def main() -> None:
             rec: dict = {}
             try:
                 parts = {}
-                for tag, mod in (("prev", prev), ("new", pingpong)):
+                for tag, mod in versions:
                     p = allocate_partials(B, 1, triton.cdiv(V, tiles.block_v), dev)
                     k = mod.launch_pingpong(h, w, inv, p, 5, 7, tiles, col_offset=0, n_rounds=10, noise=True)
                     torch.cuda.synchronize()
                     parts[tag] = p
                     rec[f"{tag}_regs"], rec[f"{tag}_spills"] = k.n_regs, k.n_spills
                     rec[f"{tag}_shared"] = k.metadata.shared
-                a, b = parts["prev"], parts["new"]
-                rec["equal"] = bool(torch.equal(a[0], b[0]) and torch.equal(a[2], b[2]) and torch.equal(a[3], b[3]))
-                for tag, mod in (("prev", prev), ("new", pingpong)):
+                b = parts["new"]
+                for tag, _ in versions[:-1]:
+                    a = parts[tag]
+                    same = torch.equal(a[0], b[0]) and torch.equal(a[2], b[2]) and torch.equal(a[3], b[3])
+                    rec["equal" if tag == "prev" else f"equal_{tag}"] = bool(same)
+                for tag, mod in versions:
                     for noise in (True, False):
                         rec[f"{tag}_{'noise' if noise else 'no_noise'}"] = bench_ms(
                             launcher(mod, h, w, inv, parts[tag], tiles, noise=noise)
