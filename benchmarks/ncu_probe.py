@@ -15,6 +15,7 @@ import torch
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.pingpong_sweep import ws_tiles  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
 from flashsampling.kernels.fused import allocate_partials, choose_tiles, launch_fused_stage1  # noqa: E402
 from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
@@ -37,9 +38,7 @@ def main() -> None:
     h = torch.randn(args.B, args.D, device="cuda").to(torch.bfloat16)
     inv = torch.ones(args.B, device="cuda")
     if args.ws_tiles:
-        bb, bv, bd, stages, ev, groups = (int(x) for x in args.ws_tiles.split(","))
-        tiles = TileConfig(bb, bv, bd, num_warps=4, num_stages=stages, epilogue_v=ev, warp_specialized=True,
-                           warp_groups=groups)  # fmt: skip
+        tiles = ws_tiles(*(int(x) for x in args.ws_tiles.split(",")))
     elif args.tiles:
         fields = [int(x) for x in args.tiles.split(",")]
         tiles = TileConfig(*fields[:6], persistent=bool(fields[6]) if len(fields) > 6 else False)

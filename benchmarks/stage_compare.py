@@ -24,7 +24,7 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import bench_ms  # noqa: E402
-from flashsampling import TileConfig  # noqa: E402
+from benchmarks.pingpong_sweep import ws_tiles  # noqa: E402
 from flashsampling.kernels import pingpong  # noqa: E402
 from flashsampling.kernels.fused import allocate_partials, warp_specialized_tiles  # noqa: E402
 
@@ -68,9 +68,7 @@ def main() -> None:
         configs = [warp_specialized_tiles(B)]
         if B > 64:
             for spec in args.extra.split(","):
-                bb, bv, bd, st, ev, nc = map(int, spec.split("x"))
-                configs.append(TileConfig(bb, bv, bd, num_warps=4, num_stages=st, epilogue_v=ev,
-                                          warp_specialized=True, warp_groups=nc))  # fmt: skip
+                configs.append(ws_tiles(*map(int, spec.split("x"))))
         for tiles in configs:
             t = tiles
             fields = (t.block_b, t.block_v, t.block_d, t.num_stages, t.epilogue_v, t.warp_groups)
