@@ -1,0 +1,80 @@
+"""The approximate filter of the Gluon kernels' fast pass against the exact noise in every token (H200).
+
+``python benchmarks/filter_probe.py --out benchmarks/results/filter_probe_h200.json``
+
+For each shape and batch size, the default tiles (:func:`~flashsampling.kernels.fused.warp_specialized_tiles`)
+with ``noise_filter`` on and off and without noise, and cuBLAS ``h @ W.T``, as ``do_bench`` medians in
+interleaved rounds; and the two noise modes' candidates compared bit for bit (values, keys, indices, flags) on
+the same inputs, at temperature 0.9 and at a high temperature where rows are near-uniform (``--temps``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import bench_ms  # noqa: E402
+from flashsampling.kernels.fused import allocate_partials, warp_specialized_tiles  # noqa: E402
+from flashsampling.kernels.handoff import launch_handoff  # noqa: E402
+from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
+
+
+def launcher(h, w, inv, tiles, noise: bool, noise_filter: bool):
+    parts = allocate_partials(h.shape[0], 1, triton.cdiv(w.shape[0], tiles.block_v), h.device)
+    launch = launch_handoff if tiles.handoff else launch_pingpong
+
+    def run():
+        launch(h, w, inv, parts, 11, 12, tiles, col_offset=0, n_rounds=10, noise=noise, noise_filter=noise_filter)
+        return parts
+
+    return run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--shapes", default="151936:4096", help="comma-separated V:D")
+    ap.add_argument("--batches", default="64,128,256")
+    ap.add_argument("--temps", default="0.9,100")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    dev = torch.device("cuda")
+    out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": {}}
+    for shape in args.shapes.split(","):
+        V, D = (int(x) for x in shape.split(":"))
+        gen = torch.Generator(device=dev).manual_seed(0)
+        w = (torch.randn(V, D, device=dev, generator=gen) * 0.02).to(torch.bfloat16)
+        for B in (int(b) for b in args.batches.split(",")):
+            h = torch.randn(B, D, device=dev, generator=gen).to(torch.bfloat16)
+            tiles = warp_specialized_tiles(B)
+            rec = {"tiles": repr(tiles), "equal": {}, "rounds": []}
+            for t in (float(x) for x in args.temps.split(",")):
+                inv = torch.full((B,), 1.0 / t, device=dev)
+                inv[0] = 0.0  # one greedy row
+                a = [x.clone() for x in launcher(h, w, inv, tiles, True, True)()[:4]]
+                b = launcher(h, w, inv, tiles, True, False)()[:4]
+                rec["equal"][f"T={t}"] = [bool(torch.equal(x, y)) for x, y in zip(a, b)]
+            inv = torch.full((B,), 1.0 / 0.9, device=dev)
+            runs = {
+                "filtered": launcher(h, w, inv, tiles, True, True),
+                "exact": launcher(h, w, inv, tiles, True, False),
+                "no_noise": launcher(h, w, inv, tiles, False, False),
+            }
+            for _ in range(args.rounds):
+                times = {"cublas": bench_ms(lambda h=h, w=w: h @ w.T)}
+                times.update({k: bench_ms(f) for k, f in runs.items()})
+                rec["rounds"].append(times)
+            rec["min_ms"] = {k: min(r[k] for r in rec["rounds"]) for k in rec["rounds"][0]}
+            out["rows"][f"{V}x{D}/B{B}"] = rec
+            print(f"{V}x{D}/B{B}", json.dumps({k: rec[k] for k in ("equal", "min_ms")}), flush=True)
+            Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
