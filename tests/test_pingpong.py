@@ -39,9 +39,13 @@ ROOT = Path(__file__).resolve().parents[1]
 COMPILE = """
 import json, sys
 from flashsampling.kernels.fused import TileConfig
-from flashsampling.kernels.pingpong import compile_offline
+from flashsampling.kernels import handoff, pingpong
 tiles, mode, per_group = json.loads(sys.argv[1])
-k = compile_offline(TileConfig(**tiles), mode=mode, stage_per_group=per_group)
+tiles = TileConfig(**tiles)
+if tiles.handoff:
+    k = handoff.compile_offline(tiles)
+else:
+    k = pingpong.compile_offline(tiles, mode=mode, stage_per_group=per_group)
 open(sys.argv[2], "w").write(k.asm["ptx"])
 print(k.metadata.shared)
 """
@@ -127,6 +131,24 @@ REF = TileConfig(128, 128, 64, num_warps=8, num_stages=3)  # unstaged Triton ker
 WS = TileConfig(128, 128, 64, num_warps=4, num_stages=4, epilogue_v=16, warp_specialized=True)
 WS3 = TileConfig(64, 128, 64, num_warps=4, num_stages=4, epilogue_v=16, warp_specialized=True, warp_groups=3)
 WS_WIDE = warp_specialized_tiles(256)  # the B > 64 default: 64 x 256 tiles, 32-column chunks
+# The handoff kernel (flashsampling/kernels/handoff.py): one MMA group, 2 or 3 epilogue groups.
+HANDOFF2 = TileConfig(64, 128, 64, num_warps=4, num_stages=6, epilogue_v=16, warp_specialized=True, handoff=True)
+HANDOFF3 = dataclasses.replace(HANDOFF2, num_stages=5, warp_groups=3)
+# The approximate noise filter (pingpong._scan_tile_filtered) on the 2- and 3-group tiles; WS_WIDE has it too.
+WS_FILTER = dataclasses.replace(WS, noise_filter=True)
+WS3_FILTER = dataclasses.replace(WS3, noise_filter=True)
+
+
+@pytest.mark.skipif(not PTXAS.exists(), reason="triton without ptxas")
+@pytest.mark.parametrize("tiles", [HANDOFF2], ids=["handoff-2"])
+def test_handoff_kernel_compiles_for_sm90_without_spills(tiles, tmp_path):
+    """The handoff kernel (one MMA group, 2 epilogue groups with 16-column chunks, a 32 KB staging buffer each)
+    fits the shared memory and its 128 launch registers without spills.  (With 3 epilogue groups the budget is
+    96 registers, and the filtered fast pass spills 48 bytes there.)"""
+    ptx, shared = _compile(tmp_path, tiles)
+    assert shared <= 227 * 1024
+    assert "setmaxnreg" in ptx and ptx.count("wgmma.mma_async") >= 1
+    _assert_no_spills(tmp_path, ptx, launch_registers(tiles.warp_groups + 1))
 
 
 def _equal_candidates(h, w, inv, programs=None, ws=WS, stage_per_group=False):
@@ -135,15 +157,25 @@ def _equal_candidates(h, w, inv, programs=None, ws=WS, stage_per_group=False):
     ref_tiles = REF if ws.block_v == REF.block_v else TileConfig(64, ws.block_v, 64, num_warps=8, num_stages=3)
     ref = launch_fused_stage1(h, w, inv, 11, 12, 1, ref_tiles)
     got = allocate_partials(h.shape[0], 1, ref[0].shape[-1], h.device)
+    if ws.handoff:
+        from flashsampling.kernels.handoff import launch_handoff
+
+        launch_handoff(h, w, inv, got, 11, 12, ws, col_offset=0, n_rounds=10, noise=True, programs=programs,
+                       noise_filter=ws.noise_filter)  # fmt: skip
+        return ref, got
     launch_pingpong(h, w, inv, got, 11, 12, ws, col_offset=0, n_rounds=10, noise=True, programs=programs,
-                    stage_per_group=stage_per_group)  # fmt: skip
+                    stage_per_group=stage_per_group, noise_filter=ws.noise_filter)  # fmt: skip
     return ref, got
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")
 @pytest.mark.parametrize("shape", [(37, 1000, 256), (256, 3001, 192), (1, 515, 64), (300, 2000, 128)])
 @pytest.mark.parametrize("programs", [None, 1, 3])
-@pytest.mark.parametrize("ws", [WS, WS3], ids=["2-groups", "3-groups"])
+@pytest.mark.parametrize(
+    "ws",
+    [WS, WS3, HANDOFF2, HANDOFF3, WS_FILTER, WS3_FILTER],
+    ids=["2-groups", "3-groups", "handoff-2", "handoff-3", "filter-2", "filter-3"],
+)
 def test_gluon_candidates_equal_the_triton_kernel(shape, programs, ws):
     b, v, d = shape
     g = torch.Generator(device="cuda").manual_seed(v)
@@ -156,7 +188,11 @@ def test_gluon_candidates_equal_the_triton_kernel(shape, programs, ws):
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")
-@pytest.mark.parametrize("ws", [WS, WS3, WS_WIDE], ids=["2-groups", "3-groups", "wide-default"])
+@pytest.mark.parametrize(
+    "ws",
+    [WS, WS3, WS_WIDE, HANDOFF2, HANDOFF3, WS3_FILTER],
+    ids=["2-groups", "3-groups", "wide-default", "handoff-2", "handoff-3", "filter-3"],
+)
 def test_gluon_ties_and_flags(ws):
     """8 weight rows repeated 300 times: exact ties within and across chunks and tiles, broken by the
     tie-break key as in the Triton kernel; a NaN hidden state, an infinite logit and z / T
@@ -201,7 +237,11 @@ def test_gluon_stage_per_group(programs):
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")
-@pytest.mark.parametrize("ws", [WS, WS3, WS_WIDE], ids=["2-groups", "3-groups", "wide-default"])
+@pytest.mark.parametrize(
+    "ws",
+    [WS, WS3, WS_WIDE, HANDOFF2, HANDOFF3, WS3_FILTER],
+    ids=["2-groups", "3-groups", "wide-default", "handoff-2", "handoff-3", "filter-3"],
+)
 def test_gluon_overflow_flag_without_ties(ws):
     """z / T overflowing to -inf in one column, no tie at any row's maximum: bit 2 in every row,
     from the exact pass that the fast pass hands such rows to."""

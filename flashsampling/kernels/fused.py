@@ -76,6 +76,13 @@ class TileConfig:
     #: Consumer warp groups of the Gluon kernel (2: ping-pong; 3: each epilogue may take up to twice
     #: a tile's matmul time and still hide under the other groups' matmuls).
     warp_groups: int = 2
+    #: With ``warp_specialized``: the Gluon kernel of :mod:`.handoff` instead (one MMA warp group hands each
+    #: accumulator to ``warp_groups`` epilogue warp groups through shared memory).
+    handoff: bool = False
+    #: With ``warp_specialized``: the fast pass ranks tokens by an approximate noise and recomputes each row's
+    #: winner exactly (:func:`~flashsampling.kernels.pingpong._scan_tile_filtered`; the same candidates, about a
+    #: third fewer instructions per token; faster at B = 256 only, benchmarks/NOTES.md session 8).
+    noise_filter: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_b", "block_v", "block_d"):
@@ -93,6 +100,9 @@ class TileConfig:
                 f"TileConfig.warp_specialized=True needs block_b a multiple of 64 (got {self.block_b}), "
                 f"epilogue_v > 0 (got {ev}) and block_v <= 256 (got {self.block_v})"
             )
+        for name in ("handoff", "noise_filter"):
+            if getattr(self, name) and not self.warp_specialized:
+                raise ValueError(f"TileConfig.{name}=True needs warp_specialized=True")
         if self.max_registers is not None and not 32 <= self.max_registers <= 255:
             raise ValueError(f"TileConfig.max_registers={self.max_registers} must be None or in [32, 255]")
 
@@ -145,13 +155,14 @@ def warp_specialized_tiles(B: int) -> TileConfig | None:
     tile_choice_h200.json): three consumer groups on 64 x 128 tiles up to B=64 (an epilogue may take
     two tiles' matmul and still hide); above, two groups on 64 x 256 tiles with 32-column chunks,
     which were 3-10% faster than three groups through ``sample()`` on all five harness shapes at B=128
-    and B=256 (fewer re-reads of the weights from L2, wider MMAs)."""
+    and B=256 (fewer re-reads of the weights from L2, wider MMAs).  Above B=128, the approximate noise
+    filter (``noise_filter``): 1-7% faster at B=256 in two runs, 2-4% slower at B=128 and B=64 (session 8)."""
     if B <= 32:
         return None
     ws = {"num_warps": 4, "warp_specialized": True}
     if B <= 64:
         return TileConfig(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=3, **ws)
-    return TileConfig(64, 256, 64, num_stages=4, epilogue_v=32, warp_groups=2, **ws)
+    return TileConfig(64, 256, 64, num_stages=4, epilogue_v=32, warp_groups=2, noise_filter=B > 128, **ws)
 
 
 def choose_tiles(hidden: torch.Tensor, weight: torch.Tensor, num_samples: int) -> TileConfig:
@@ -352,12 +363,19 @@ def launch_fused_stage1(
     T = triton.cdiv(V, tiles.block_v if pingpong else tiles.candidate_v)
     parts = allocate_partials(B, num_samples, T, hidden.device, return_lse)
     upcast = UPCAST_DOT or hidden.dtype == torch.float32 or weight.dtype == torch.float32
-    if pingpong:
+    if pingpong and tiles.handoff:
+        from .handoff import launch_handoff
+
+        kernel = launch_handoff(
+            hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset=col_offset, n_rounds=n_rounds,
+            noise=noise, noise_filter=tiles.noise_filter,
+        )  # fmt: skip
+    elif pingpong:
         from .pingpong import launch_pingpong
 
         kernel = launch_pingpong(
             hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset=col_offset, n_rounds=n_rounds,
-            noise=noise,
+            noise=noise, noise_filter=tiles.noise_filter,
         )  # fmt: skip
     elif persistent:
         kernel = launch_persistent(

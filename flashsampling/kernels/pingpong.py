@@ -27,7 +27,10 @@ pair live in one thread) with a bit for exact ties, and a NaN sum that catches n
 one reduction per row at the end of the tile gives its candidate.  A tile where some row's maximum
 is tied or some score is not finite (rare) is redone by the exact pass: per 8-column chunk, flags
 and each row's maximum, merged by stage 2's rule, exact float32 ties going to the larger tie-break
-key.  The noise is the same stream as the Triton kernels' (``philox4x32``, ``exponential_from_bits``
+key.  With ``TileConfig.noise_filter`` the fast pass ranks tokens by an approximate noise (about a third fewer
+instructions per token) and recomputes each kept row's winner exactly; rows whose two best approximate scores
+are within a margin go to the exact pass (:func:`_scan_tile_filtered`; proofs/argmax_decomposition.md,
+Proposition 5).  The noise is the same stream as the Triton kernels' (``philox4x32``, ``exponential_from_bits``
 and ``positive_log`` of :mod:`flashsampling.noise`, compiled by Gluon), and the MMAs accumulate in
 the same order, so the candidates equal those of the unstaged Triton kernel with ``block_v = BN``
 bit for bit (``tests/test_pingpong.py``, on the H200).
@@ -46,7 +49,14 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from ..noise import exponential_from_bits, philox4x32, positive_log
+from ..noise import (
+    APPROX_GUMBEL_TOL,
+    approx_log2_exponential,
+    exponential_from_bits,
+    philox4x32,
+    positive_log,
+    uniform_side_from_bits,
+)
 from .persistent import num_programs
 
 # The noise's device functions, compiled by Gluon (``.fn``: the Python function under triton.jit;
@@ -54,6 +64,18 @@ from .persistent import num_programs
 _philox = gluon.jit(getattr(philox4x32, "fn", philox4x32))
 _exponential = gluon.jit(getattr(exponential_from_bits, "fn", exponential_from_bits))
 _log = gluon.jit(getattr(positive_log, "fn", positive_log))
+_side = gluon.jit(getattr(uniform_side_from_bits, "fn", uniform_side_from_bits))
+_approx_log2_e = gluon.jit(getattr(approx_log2_exponential, "fn", approx_log2_exponential))
+
+#: The kernel's ``NOISE`` switch: ``off`` (benchmarks), ``exact`` (the exact noise of every token in the fast
+#: pass) or ``filtered`` (the fast pass ranks tokens by ``approx_log2_exponential`` and recomputes each row's
+#: winner exactly: the same candidates, fewer instructions per token; :func:`_scan_tile_filtered`).
+NOISES = {"off": 0, "exact": 1, "filtered": 2}
+NOISE_FILTERED = gl.constexpr(NOISES["filtered"])
+#: The filter's margin: a row's approximate winner stands if every other token's approximate score is below
+#: ``top - (2 * APPROX_GUMBEL_TOL + 2**-20 * |top|)`` (proofs/argmax_decomposition.md, Proposition 5).
+FILTER_ABS = gl.constexpr(2.0 * APPROX_GUMBEL_TOL)
+FILTER_REL = gl.constexpr(2.0**-20)
 
 #: The kernel's modes: ``sample``, the sampler; two timing modes for the benchmarks, whose outputs are
 #: not samples: ``bare``, the matmul and pipeline with each row's maximum logit as the epilogue
@@ -174,6 +196,30 @@ def _merge_chunk(z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run
 
 
 @gluon.jit
+def _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM: gl.constexpr, EV: gl.constexpr, MASKED: gl.constexpr):
+    """Chunk ``c``'s ``z / T`` split into even and odd columns (a token pair in one thread), with columns at or
+    past ``V`` masked to ``-inf`` when ``MASKED``, and the NaN sum ``bad`` with the chunk's ``(z / T) * 0`` added
+    (before the mask).  Returns ``(base_even, base_odd, bad)``."""
+    z_even, z_odd = gl.split(gl.reshape(z, [BM, EV // 2, 2]))
+    b_even = z_even * mult
+    b_odd = z_odd * mult
+    bad = bad + b_even * 0.0 + b_odd * 0.0
+    if MASKED:
+        limit = c_end - c * EV  # columns of this chunk below V
+        b_even = gl.where(pos_even < limit, b_even, float("-inf"))
+        b_odd = gl.where(pos_odd < limit, b_odd, float("-inf"))
+    return b_even, b_odd, bad
+
+
+@gluon.jit
+def _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV: gl.constexpr, N_ROUNDS: gl.constexpr):
+    """The Philox words of chunk ``c``'s token pairs: ``(w0, w1)`` for the even token, ``(w2, w3)`` for the odd."""
+    pair = ((tile_start + c * EV) // 2 + (pos_even >> 1)).to(gl.uint32)
+    zero = pair * 0
+    return _philox(pair, rows_u, zero, zero, k0, k1, N_ROUNDS)
+
+
+@gluon.jit
 def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1,
                BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr, NOISE: gl.constexpr,
                MASKED: gl.constexpr):  # fmt: skip
@@ -195,18 +241,9 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
     z = stage.index(0).load(cl)
     for c in range(0, BN // EV):
         z_next = stage.index(gl.minimum(c + 1, BN // EV - 1)).load(cl)  # (the last iteration reloads its own)
-        z_even, z_odd = gl.split(gl.reshape(z, [BM, EV // 2, 2]))
-        s_even = z_even * mult
-        s_odd = z_odd * mult
-        bad = bad + s_even * 0.0 + s_odd * 0.0
-        if MASKED:
-            limit = c_end - c * EV  # columns of this chunk below V
-            s_even = gl.where(pos_even < limit, s_even, float("-inf"))
-            s_odd = gl.where(pos_odd < limit, s_odd, float("-inf"))
+        s_even, s_odd, bad = _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM, EV, MASKED)
         if NOISE:
-            pair = ((tile_start + c * EV) // 2 + (pos_even >> 1)).to(gl.uint32)
-            zero = pair * 0
-            w0, w1, w2, w3 = _philox(pair, rows_u, zero, zero, k0, k1, N_ROUNDS)
+            w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS)
             # noisy is 1.0 or 0.0 per row: the product is exact, so this is z / T - log(E) or z / T.
             s_even = s_even - _log(_exponential(w0, w1)) * noisy
             s_odd = s_odd - _log(_exponential(w2, w3)) * noisy
@@ -222,14 +259,80 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
 
 
 @gluon.jit
+def _scan_tile_filtered(stage, cl: gl.constexpr, c_end, tile_start, mult, slope, rows_u, pos_even, pos_odd, k0, k1,
+                        BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
+                        MASKED: gl.constexpr):  # fmt: skip
+    """The fast pass with the approximate filter: :func:`_scan_tile` on approximate scores.
+
+    A token's approximate score is ``z / T + slope * A`` with ``A = approx_log2_exponential(x, top)`` (about
+    12 instructions after Philox where the exact ``-log(E)`` takes about 35) and ``slope = -ln 2`` (0 for a
+    greedy row).  Per slot the pass keeps the running maximum, its chunk and its ``z / T``, and the largest
+    approximate score of the slot's other tokens (``second``), so that the tile's end can tell whether a
+    row's approximate winner is certain.  Returns ``(max_even, max_odd, second_even, second_odd, base_even,
+    base_odd, chunk_even, chunk_odd, bad)``, ``chunk = 2 * c`` (no tie bit: ties count as too close)."""
+    run_even = gl.zeros_like(mult) + float("-inf")
+    run_odd = gl.zeros_like(mult) + float("-inf")
+    sec_even = gl.zeros_like(mult) + float("-inf")
+    sec_odd = gl.zeros_like(mult) + float("-inf")
+    base_even = gl.zeros_like(mult)
+    base_odd = gl.zeros_like(mult)
+    ct_even = gl.zeros_like(pos_even)
+    ct_odd = gl.zeros_like(pos_even)
+    bad = gl.zeros_like(mult)
+    z = stage.index(0).load(cl)
+    for c in range(0, BN // EV):
+        z_next = stage.index(gl.minimum(c + 1, BN // EV - 1)).load(cl)  # (the last iteration reloads its own)
+        b_even, b_odd, bad = _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM, EV, MASKED)
+        w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS)
+        x_even, top_even = _side(w0, w1)
+        x_odd, top_odd = _side(w2, w3)
+        s_even = b_even + _approx_log2_e(x_even, top_even) * slope
+        s_odd = b_odd + _approx_log2_e(x_odd, top_odd) * slope
+        c2 = c * 2
+        gt = s_even > run_even
+        ct_even = gl.where(gt, c2, ct_even)
+        base_even = gl.where(gt, b_even, base_even)
+        sec_even = gl.maximum(sec_even, gl.minimum(run_even, s_even))
+        run_even = gl.maximum(run_even, s_even)
+        gt = s_odd > run_odd
+        ct_odd = gl.where(gt, c2, ct_odd)
+        base_odd = gl.where(gt, b_odd, base_odd)
+        sec_odd = gl.maximum(sec_odd, gl.minimum(run_odd, s_odd))
+        run_odd = gl.maximum(run_odd, s_odd)
+        z = z_next
+    return run_even, run_odd, sec_even, sec_odd, base_even, base_odd, ct_even, ct_odd, bad
+
+
+@gluon.jit
+def _stage_tile(acc, stage, BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr):
+    """Write the accumulator to the staging buffer ``stage`` (``[BN // EV * BM, EV]`` fp32) as ``BN // EV``
+    chunks of ``[BM, EV]``: the accumulator's ``EV``-column chunks stacked as rows (reshapes and a permute
+    of registers: no data moves).  Returns the buffer viewed as ``[BN // EV, BM, EV]`` (the swizzle repeats
+    every 4 or 8 rows; BM is 64 or 128), which :func:`_staged_epilogue` reads chunk by chunk."""
+    stage.store(gl.reshape(gl.permute(gl.reshape(acc, [BM, BN // EV, EV]), [1, 0, 2]), [BN // EV * BM, EV]))
+    return stage._reinterpret(gl.float32, [BN // EV, BM, EV], stage.layout)
+
+
+@gluon.jit
 def _tile_epilogue(acc, stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
                    part_key_ptr, part_idx_ptr, flag_ptr, BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr,
                    N_ROUNDS: gl.constexpr, NOISE: gl.constexpr):  # fmt: skip
-    """The epilogue of one accumulator tile: a fast pass, and an exact pass for rare tiles.
+    """The epilogue of one accumulator tile, run by the group that computed it: :func:`_stage_tile`, then
+    :func:`_staged_epilogue`."""
+    chunks = _stage_tile(acc, stage, BM, BN, EV)
+    _staged_epilogue(chunks, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
+                     part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE)  # fmt: skip
 
-    The accumulator goes to the shared-memory staging buffer ``stage`` as ``BN // EV`` chunks of
-    ``[BM, EV]`` and comes back chunk by chunk in the chunk's NVMMA layout (the same columns in the
-    same thread); chunk ``c + 1`` is loaded before chunk ``c`` is processed.
+
+@gluon.jit
+def _staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
+                     part_key_ptr, part_idx_ptr, flag_ptr, BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr,
+                     N_ROUNDS: gl.constexpr, NOISE: gl.constexpr):  # fmt: skip
+    """The epilogue of one staged tile (``stage``: ``[BN // EV, BM, EV]`` fp32 chunks, written by
+    :func:`_stage_tile`; a group of 4 warps): a fast pass, and an exact pass for rare tiles.
+
+    The chunks come back one by one in the chunk's NVMMA layout (the same columns in the same thread as
+    the accumulator's); chunk ``c + 1`` is loaded before chunk ``c`` is processed.
 
     The fast pass (:func:`_scan_tile`) keeps per-thread running maxima; one reduction per row at the
     end gives the row's maximum ``M`` and its position.  It is exact unless ``M`` occurs more than
@@ -242,10 +345,6 @@ def _tile_epilogue(acc, stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_
     register views of the accumulator, without staging, were measured 1.1-1.9x slower:
     benchmarks/NOTES.md.)"""
     cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
-    # The accumulator's EV-column chunks stacked as rows (reshapes and a permute of registers: no data
-    # moves), then viewed as BN // EV buffers of [BM, EV] (the swizzle repeats every 4 or 8 rows; BM is 64 or 128).
-    stage.store(gl.reshape(gl.permute(gl.reshape(acc, [BM, BN // EV, EV]), [1, 0, 2]), [BN // EV * BM, EV]))
-    stage = stage._reinterpret(gl.float32, [BN // EV, BM, EV], stage.layout)
     vec: gl.constexpr = gl.SliceLayout(1, cl)
     r = gl.arange(0, BM, layout=vec)
     cc = gl.arange(0, EV, layout=gl.SliceLayout(0, cl))
@@ -263,25 +362,49 @@ def _tile_epilogue(acc, stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_
     pos_even, pos_odd = gl.split(gl.reshape(ifull + cc[None, :], [BM, EV // 2, 2]))
     tile_start = col_offset + pid_v * BN  # even: a pair never straddles two chunks
     c_end = V - pid_v * BN  # tile columns below V
-    if c_end >= BN:
-        run_even, run_odd, ct_even, ct_odd, bad = _scan_tile(
-            stage, cl, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1,
-            BM, BN, EV, N_ROUNDS, NOISE, False,
-        )  # fmt: skip
+    if NOISE == NOISE_FILTERED:
+        slope = noisy * -0.6931471805599453
+        if c_end >= BN:
+            run_even, run_odd, sec_even, sec_odd, base_even, base_odd, ct_even, ct_odd, bad = _scan_tile_filtered(
+                stage, cl, c_end, tile_start, mult, slope, rows_u, pos_even, pos_odd, k0, k1, BM, BN, EV, N_ROUNDS,
+                False,
+            )  # fmt: skip
+        else:
+            run_even, run_odd, sec_even, sec_odd, base_even, base_odd, ct_even, ct_odd, bad = _scan_tile_filtered(
+                stage, cl, c_end, tile_start, mult, slope, rows_u, pos_even, pos_odd, k0, k1, BM, BN, EV, N_ROUNDS,
+                True,
+            )  # fmt: skip
+        # Per row: the approximate maximum, its copies, and the largest approximate score of the other tokens.
+        top = gl.maximum(gl.max(run_even, axis=1), gl.max(run_odd, axis=1))
+        hit_even = run_even == top[:, None]
+        hit_odd = run_odd == top[:, None]
+        n_hit = gl.sum(hit_even.to(gl.int32) + hit_odd.to(gl.int32), axis=1)
+        other = gl.maximum(gl.max(gl.where(hit_even, sec_even, run_even), axis=1),
+                           gl.max(gl.where(hit_odd, sec_odd, run_odd), axis=1))  # fmt: skip
+        finite = top > float("-inf")
+        bad = gl.sum(bad, axis=1)
+        close = other >= top - (FILTER_ABS + FILTER_REL * gl.abs(top))
+        exact = (finite & ((n_hit > 1) | close)) | (bad != bad)
     else:
-        run_even, run_odd, ct_even, ct_odd, bad = _scan_tile(
-            stage, cl, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1,
-            BM, BN, EV, N_ROUNDS, NOISE, True,
-        )  # fmt: skip
-    # Per row: the maximum and its copies (slots holding it, and ties inside a slot).
-    top = gl.maximum(gl.max(run_even, axis=1), gl.max(run_odd, axis=1))
-    hit_even = run_even == top[:, None]
-    hit_odd = run_odd == top[:, None]
-    n_hit = gl.sum(hit_even.to(gl.int32) + hit_odd.to(gl.int32), axis=1)
-    tied = gl.max(gl.where(hit_even, ct_even & 1, 0) | gl.where(hit_odd, ct_odd & 1, 0), axis=1)
-    finite = top > float("-inf")
-    bad = gl.sum(bad, axis=1)
-    exact = (finite & ((n_hit > 1) | (tied > 0))) | (bad != bad)
+        if c_end >= BN:
+            run_even, run_odd, ct_even, ct_odd, bad = _scan_tile(
+                stage, cl, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1,
+                BM, BN, EV, N_ROUNDS, NOISE, False,
+            )  # fmt: skip
+        else:
+            run_even, run_odd, ct_even, ct_odd, bad = _scan_tile(
+                stage, cl, c_end, tile_start, mult, noisy, rows_u, pos_even, pos_odd, k0, k1,
+                BM, BN, EV, N_ROUNDS, NOISE, True,
+            )  # fmt: skip
+        # Per row: the maximum and its copies (slots holding it, and ties inside a slot).
+        top = gl.maximum(gl.max(run_even, axis=1), gl.max(run_odd, axis=1))
+        hit_even = run_even == top[:, None]
+        hit_odd = run_odd == top[:, None]
+        n_hit = gl.sum(hit_even.to(gl.int32) + hit_odd.to(gl.int32), axis=1)
+        tied = gl.max(gl.where(hit_even, ct_even & 1, 0) | gl.where(hit_odd, ct_odd & 1, 0), axis=1)
+        finite = top > float("-inf")
+        bad = gl.sum(bad, axis=1)
+        exact = (finite & ((n_hit > 1) | (tied > 0))) | (bad != bad)
     if gl.max(gl.convert_layout(exact, vec).to(gl.int32), axis=0) > 0:
         # Rare: an exact tie at some row's maximum, or a NaN/infinite logit or z / T.  The exact pass.
         # 8-column chunks (any multiple of 8 maps the same columns to the same thread as the
@@ -309,7 +432,21 @@ def _tile_epilogue(acc, stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_
         pos = gl.minimum(gl.min(p_even, axis=1), gl.min(p_odd, axis=1))
         pos = gl.convert_layout(gl.where(finite, pos, 0), vec)  # all -inf: the first column, as in Triton
         flag = gl.zeros([BM], gl.int32, vec)
-        m = gl.convert_layout(top, vec)
+        if NOISE == NOISE_FILTERED:
+            # The winner is certain; its exact score: its z / T (kept by the scan) and its exact noise, in the
+            # operations of the exact fast pass (z / T - log(E) * noisy).
+            base = gl.maximum(gl.max(gl.where(hit_even, base_even, float("-inf")), axis=1),
+                              gl.max(gl.where(hit_odd, base_odd, float("-inf")), axis=1))  # fmt: skip
+            base = gl.convert_layout(base, vec)
+            index = (tile_start + pos).to(gl.uint32)
+            zero = index * 0
+            w0, w1, w2, w3 = _philox(index >> 1, rows.to(gl.uint32), zero, zero, k0, k1, N_ROUNDS)
+            odd = (index & 1) == 1
+            log_e = _log(_exponential(gl.where(odd, w2, w0), gl.where(odd, w3, w1)))
+            m = base - log_e * gl.where(greedy, 0.0, 1.0)
+            m = gl.where(gl.convert_layout(finite, vec), m, float("-inf"))
+        else:
+            m = gl.convert_layout(top, vec)
     idx = col_offset + pid_v.to(gl.int64) * BN + pos
     key = _tie_key(k0, k1, rows.to(gl.uint32), idx.to(gl.uint32), N_ROUNDS)
     off = rows.to(gl.int64) * num_v_tiles + pid_v
@@ -447,6 +584,20 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
         )
 
 
+def tma_descriptors(hidden, weight, tiles) -> tuple:
+    """The TMA descriptors of ``hidden`` (``block_b x block_d`` boxes) and ``weight`` (``block_v x block_d``)."""
+    bm, bn, bk = tiles.block_b, tiles.block_v, tiles.block_d
+    gdt = gl.bfloat16 if hidden.dtype == torch.bfloat16 else gl.float16
+    h_desc = TensorDescriptor.from_tensor(hidden, [bm, bk], gl.NVMMASharedLayout.get_default_for([bm, bk], gdt))
+    w_desc = TensorDescriptor.from_tensor(weight, [bn, bk], gl.NVMMASharedLayout.get_default_for([bn, bk], gdt))
+    return h_desc, w_desc
+
+
+def noise_switch(noise: bool, noise_filter: bool = False) -> int:
+    """The kernels' ``NOISE`` constant (:data:`NOISES`)."""
+    return NOISES[("filtered" if noise_filter else "exact") if noise else "off"]
+
+
 def launch_registers(groups: int) -> int:
     """Registers per thread at launch: the consumer groups and the loader's group (4 warps each)
     share the SM's 64K (168 for 2 groups, 128 for 3); the loader gives back all but 24."""
@@ -460,7 +611,7 @@ def default_consumer_registers(groups: int) -> int:
 
 def launch_pingpong(
     hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, col_offset, n_rounds, noise, programs=None,
-    mode="sample", stage_per_group=False,
+    mode="sample", stage_per_group=False, noise_filter=False,
 ):  # fmt: skip
     """Launch :func:`fused_pingpong_kernel` into the candidate buffers ``parts`` (one candidate per
     ``block_v`` tile); returns the compiled kernel.  ``tiles``: ``block_b x block_v`` tiles,
@@ -469,22 +620,23 @@ def launch_pingpong(
     tiles per program on small inputs); ``mode``: a key of :data:`MODES` (``"sample"``, or a timing mode).
     ``stage_per_group`` (experimental, for the benchmarks; not run on a GPU yet): one staging buffer per
     consumer group, so that the groups' epilogues may overlap, where ``warp_groups`` buffers of
-    ``block_b x block_v`` fp32 fit beside the ring (for example three groups on 64 x 128 tiles with 5 stages)."""
+    ``block_b x block_v`` fp32 fit beside the ring (for example three groups on 64 x 128 tiles with 5 stages).
+    ``noise_filter``: the fast pass ranks tokens by the approximate noise (:data:`NOISE_FILTERED`; the same
+    candidates) or computes the exact noise of every token (``exact`` in :data:`NOISES`, for the benchmarks)."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r} must be one of {sorted(MODES)}")
     B, D = hidden.shape
     V = weight.shape[0]
-    bm, bn, bk, nc = tiles.block_b, tiles.block_v, tiles.block_d, tiles.warp_groups
+    bm, bn, nc = tiles.block_b, tiles.block_v, tiles.warp_groups
     num_tiles = triton.cdiv(B, bm) * triton.cdiv(V, bn)
     progs = programs or num_programs(hidden.device, num_tiles)
-    gdt = gl.bfloat16 if hidden.dtype == torch.bfloat16 else gl.float16
-    h_desc = TensorDescriptor.from_tensor(hidden, [bm, bk], gl.NVMMASharedLayout.get_default_for([bm, bk], gdt))
-    w_desc = TensorDescriptor.from_tensor(weight, [bn, bk], gl.NVMMASharedLayout.get_default_for([bn, bk], gdt))
+    h_desc, w_desc = tma_descriptors(hidden, weight, tiles)
     part_max, part_key, part_idx, flags, _ = parts
     return fused_pingpong_kernel[(progs,)](
         h_desc, w_desc, inv_temp, part_max, part_key, part_idx, flags,
         B, V, D, col_offset, seed_lo, seed_hi,
-        STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NOISE=noise, NC=nc,
+        STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NC=nc,
+        NOISE=noise_switch(noise, noise_filter),
         CONSUMER_REGS=tiles.max_registers or default_consumer_registers(nc), MODE=MODES[mode],
         STAGE_PER_GROUP=stage_per_group, num_warps=4,
         maxnreg=launch_registers(nc),
@@ -498,6 +650,17 @@ def compile_offline(tiles, element: str = "bf16", mode: str = "sample", stage_pe
     kernel builds and does not spill (``tests/test_pingpong.py``).  Needs compiled mode
     (``FLASHSAMPLING_INTERPRET=0``): in the interpreter, Gluon kernels are not compiled.
     """
+    nc = tiles.warp_groups
+    regs = tiles.max_registers or default_consumer_registers(nc)
+    constexprs = {"STAGES": tiles.num_stages, "NUM_PROGRAMS": 132, "EV": tiles.epilogue_v, "N_ROUNDS": 10,
+                  "NOISE": noise_switch(True, tiles.noise_filter), "NC": nc, "CONSUMER_REGS": regs, "MODE": MODES[mode],
+                  "STAGE_PER_GROUP": stage_per_group}  # fmt: skip
+    return compile_sm90(fused_pingpong_kernel, tiles, element, constexprs, launch_registers(nc))
+
+
+def compile_sm90(kernel, tiles, element: str, constexprs: dict, maxnreg: int):
+    """Compile a Gluon stage-1 kernel with this module's argument list (descriptors, candidate buffers,
+    sizes, seed) for sm_90a, without a GPU, with the given compile-time constants and register cap."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
@@ -512,11 +675,5 @@ def compile_offline(tiles, element: str = "bf16", mode: str = "sample", stage_pe
                  "part_max_ptr": "*fp32", "part_key_ptr": "*i64", "part_idx_ptr": "*i64", "flag_ptr": "*i32",
                  "B": "i32", "V": "i32", "D": "i32", "col_offset": "i32",
                  "seed_lo": "i32", "seed_hi": "i32"}  # fmt: skip
-    nc = tiles.warp_groups
-    regs = tiles.max_registers or default_consumer_registers(nc)
-    constexprs = {"STAGES": tiles.num_stages, "NUM_PROGRAMS": 132, "EV": tiles.epilogue_v, "N_ROUNDS": 10,
-                  "NOISE": True, "NC": nc, "CONSUMER_REGS": regs, "MODE": MODES[mode],
-                  "STAGE_PER_GROUP": stage_per_group}  # fmt: skip
-    src = GluonASTSource(fn=fused_pingpong_kernel, signature=signature, constexprs=constexprs)
-    options = {"num_warps": 4, "maxnreg": launch_registers(nc)}
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    src = GluonASTSource(fn=kernel, signature=signature, constexprs=constexprs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": maxnreg})

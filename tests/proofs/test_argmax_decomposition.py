@@ -52,3 +52,17 @@ def test_fast_pass_check_catches_a_broken_fast_pass(planted):
     sum (rows with NaN or infinite scores are kept), it counts wrong rows."""
     wrong, _, _ = chk.fast_pass_trials(n_trials=600, seed=4, planted=planted)
     assert wrong > 0
+
+
+def test_approximate_filter_keeps_only_certain_rows():
+    """Proposition 5: rows kept by the filter (adversarial near-ties, approximation errors at the bound) have
+    their exact maximum once, at the kept column, with the recomputed score."""
+    wrong, handed, kept = chk.filter_trials(n_trials=400, seed=6)
+    assert wrong == 0
+    assert kept > 50 and handed > 50  # both branches exercised
+
+
+def test_approximate_filter_check_catches_a_zero_margin():
+    """Planted defect: without the absolute margin the filter keeps rows whose approximate winner is wrong."""
+    wrong, _, _ = chk.filter_trials(n_trials=400, seed=6, margin_abs=0.0)
+    assert wrong > 0
