@@ -5,7 +5,8 @@
 For each tile configuration and batch size, ``do_bench`` medians (one process) of the kernel's modes
 (:data:`flashsampling.kernels.pingpong.MODES`): ``bare`` (the matmul and pipeline, a row maximum as the
 epilogue), ``sample`` (the sampler) and ``epilogue`` (the sampler's epilogue alone on a synthetic
-accumulator: no loads, no MMAs), each with and without noise.  Derived, per program (one per SM):
+accumulator: no loads, no MMAs), each with the exact noise, the approximate filter (``_filtered``) and without
+noise (``_no_noise``).  Derived, per program (one per SM):
 
 * ``tiles_per_program``: ``ceil(tiles / programs)``;
 * ``epilogue_alone_us``: the epilogue-alone time per tile.  With one staging buffer the groups' epilogues
@@ -52,26 +53,29 @@ def probe(h, w, cfg) -> dict:
     parts = allocate_partials(B, 1, triton.cdiv(V, tiles.block_v), h.device)
     inv = torch.ones(B, device=h.device)
 
-    def launch(mode, noise):
+    # The noise variants: the exact noise in every token, the approximate filter, none.
+    noises = {"": (True, False), "_filtered": (True, True), "_no_noise": (False, False)}
+
+    def launch(mode, suffix):
+        noise, noise_filter = noises[suffix]
         return lambda: launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, noise=noise,
-                                       mode=mode, stage_per_group=spg)  # fmt: skip
+                                       mode=mode, stage_per_group=spg, noise_filter=noise_filter)  # fmt: skip
 
     rec = {}
     for mode in ("bare", "sample", "epilogue"):
-        for noise in (True, False):
-            if mode == "bare" and not noise:
+        for suffix in noises:
+            if mode == "bare" and suffix:
                 continue
-            k = launch(mode, noise)()
+            k = launch(mode, suffix)()
             torch.cuda.synchronize()
-            name = mode if noise else mode + "_no_noise"
-            rec[name + "_ms"] = bench_ms(launch(mode, noise))
-            rec.setdefault("n_spills", {})[name] = k.n_spills
+            rec[mode + suffix + "_ms"] = bench_ms(launch(mode, suffix))
+            rec.setdefault("n_spills", {})[mode + suffix] = k.n_spills
     n_tiles = triton.cdiv(B, tiles.block_b) * triton.cdiv(V, tiles.block_v)
     per = math.ceil(n_tiles / num_programs(h.device, n_tiles))
     nc = tiles.warp_groups
     m_us = rec["bare_ms"] * 1e3 / per
     rec.update(tiles_per_program=per, bare_per_tile_us=m_us)
-    for suffix in ("", "_no_noise"):
+    for suffix in noises:
         rec["epilogue_alone" + suffix + "_us"] = rec["epilogue" + suffix + "_ms"] * 1e3 / per
         rec["period_model" + suffix + "_us"] = nc * rec["sample" + suffix + "_ms"] * 1e3 / per - m_us
     return rec
