@@ -3,6 +3,10 @@
 ``ncu --kernel-name regex:stage1_kernel\\|persistent_kernel\\|pingpong_kernel --launch-skip 2 --launch-count 1 \\
      --section SpeedOfLight --section WarpStateStats --section SchedulerStats \\
      python benchmarks/ncu_probe.py --B 256``
+
+For the pipes that the noise keeps busy (the open question of NOTES session 8), compare
+``--ws-tiles 64,256,64,4,32,2 --noise exact``, ``--noise filtered`` and ``--noise off`` under
+``--metrics regex:sm__inst_executed_pipe_.*,regex:sm__pipe_.*_cycles_active.*``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ def main() -> None:
                     help="the Gluon kernel's block_b,block_v,block_d,num_stages,epilogue_v,warp_groups (launched "
                     "directly, in any mode)")  # fmt: skip
     ap.add_argument("--no-noise", action="store_true")
+    ap.add_argument("--noise", default=None, choices=["exact", "filtered", "off"],
+                    help="with --ws-tiles or a timing mode: the Gluon kernel's noise (default: exact, or off with "
+                    "--no-noise)")  # fmt: skip
     ap.add_argument("--mode", default="sample", choices=["sample", "bare", "epilogue"],
                     help="the Gluon kernel's timing modes (flashsampling.kernels.pingpong.MODES)")  # fmt: skip
     args = ap.parse_args()
@@ -47,8 +54,9 @@ def main() -> None:
     for _ in range(4):
         if args.mode != "sample" or args.ws_tiles:
             parts = allocate_partials(args.B, 1, triton.cdiv(args.V, tiles.block_v), h.device)
-            launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, noise=not args.no_noise,
-                            mode=args.mode)  # fmt: skip
+            noise = args.noise or ("off" if args.no_noise else "exact")
+            launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, noise=noise != "off",
+                            mode=args.mode, noise_filter=noise == "filtered")  # fmt: skip
         else:
             launch_fused_stage1(h, w, inv, 5, 7, 1, tiles, noise=not args.no_noise)
     torch.cuda.synchronize()

@@ -77,7 +77,7 @@ class TileConfig:
     #: a tile's matmul time and still hide under the other groups' matmuls).
     warp_groups: int = 2
     #: With ``warp_specialized``: the Gluon kernel of :mod:`.handoff` instead (one MMA warp group hands each
-    #: accumulator to ``warp_groups`` epilogue warp groups through shared memory).
+    #: accumulator to ``warp_groups`` epilogue warp groups through shared memory; an experiment, slower).
     handoff: bool = False
     #: With ``warp_specialized``: the fast pass ranks tokens by an approximate noise and recomputes each row's
     #: winner exactly (:func:`~flashsampling.kernels.pingpong._scan_tile_filtered`; the same candidates, about a

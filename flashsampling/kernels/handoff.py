@@ -21,7 +21,9 @@ epilogue group has read it).  An epilogue may take up to ``NE`` tiles' matmul ti
 waits for its buffer.
 
 Shared memory: ``NE`` buffers of ``BM x BN`` fp32 beside the ring, so the tiles are ``64 x 128`` (32 KB per
-buffer).  Scope as :mod:`.pingpong`'s: one sample per row, no log-masses, a shard starting on an even
+buffer).  An experiment, not a default: on the H200 it is slower than the ping-pong kernel at B = 128 and 256,
+and the noise costs it as much (benchmarks/NOTES.md, session 8: so the noise's cost is not the single epilogue
+warp's latency).  Scope as :mod:`.pingpong`'s: one sample per row, no log-masses, a shard starting on an even
 column, bf16/fp16 inputs that TMA can read, compiled on sm_90.
 """
 
