@@ -107,11 +107,13 @@ def test_stage_per_group_compiles_without_spills(tmp_path):
 
 
 def test_warp_specialized_tiles():
-    """B <= 32 keeps the Triton defaults; above, tiles that the Gluon kernel accepts."""
+    """B <= 32 keeps the Triton defaults; above, tiles that the Gluon kernel accepts, with the approximate noise
+    filter above B=128."""
     assert warp_specialized_tiles(32) is None
     for b in (33, 64, 65, 128, 129, 256, 4096):
         t = warp_specialized_tiles(b)
         assert t.warp_specialized and t.block_b % 64 == 0 and t.block_v % t.epilogue_v == 0
+        assert t.noise_filter == (b > 128) and not t.handoff  # the filter above B=128 (NOTES session 8)
 
 
 def test_choose_tiles_falls_back_to_the_triton_defaults(device):

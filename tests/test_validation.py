@@ -195,6 +195,8 @@ def test_default_tiles_fit_every_dtype(batch, dtype, device):
         ({"block_b": 32, "epilogue_v": 16, "warp_specialized": True}, "block_b a multiple of 64"),
         ({"block_b": 64, "warp_specialized": True}, "epilogue_v > 0"),
         ({"warp_groups": 4}, "warp_groups=4"),
+        ({"handoff": True}, "handoff=True needs warp_specialized"),
+        ({"noise_filter": True}, "noise_filter=True needs warp_specialized"),
         ({"max_registers": 16}, "max_registers=16"),
         ({"max_registers": 256}, "max_registers=256"),
     ],
