@@ -66,3 +66,8 @@ def test_approximate_filter_check_catches_a_zero_margin():
     """Planted defect: without the absolute margin the filter keeps rows whose approximate winner is wrong."""
     wrong, _, _ = chk.filter_trials(n_trials=400, seed=6, margin_abs=0.0)
     assert wrong > 0
+
+
+def test_filter_hands_over_few_rows():
+    """The margin's cost: on the benchmarks' logits, well under 1e-3 of rows go to the exact pass (about 5e-5)."""
+    assert chk.filter_handover_rate(0.9, rows=40_000) < 1e-3
