@@ -341,7 +341,10 @@ def _staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_tem
     the tile has either (one block-wide test per tile), the exact pass -- :func:`_merge_chunk` on
     8-column chunks, the previous epilogue -- recomputes the whole tile from the staging buffer.  Either
     way the candidates are those of the unstaged Triton kernel, bit for bit (the fast pass's part:
-    proofs/argmax_decomposition.md, Proposition 4).  (Chunks taken as
+    proofs/argmax_decomposition.md, Proposition 4).  With ``NOISE == NOISE_FILTERED`` the fast pass is
+    :func:`_scan_tile_filtered`: a row is also handed over when another token's approximate score comes within
+    the filter's margin of its maximum, and a kept row's score is recomputed with the winner's exact noise
+    (Proposition 5).  (Chunks taken as
     register views of the accumulator, without staging, were measured 1.1-1.9x slower:
     benchmarks/NOTES.md.)"""
     cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
