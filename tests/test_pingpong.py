@@ -106,6 +106,21 @@ def test_stage_per_group_compiles_without_spills(tmp_path):
     _assert_no_spills(tmp_path, ptx, 128)
 
 
+def test_kernel_arguments_order():
+    """The Gluon kernels' shared launch arguments: two TMA descriptors, then temperatures, the four candidate
+    buffers, B, V, D, the column offset and the seed words; the grid never exceeds the tiles."""
+    from flashsampling.kernels.pingpong import kernel_arguments
+
+    h = torch.zeros(100, 128, dtype=torch.bfloat16)
+    w = torch.zeros(300, 128, dtype=torch.bfloat16)
+    parts = allocate_partials(100, 1, 3, h.device)
+    progs, args = kernel_arguments(h, w, "inv", parts, 5, 7, WS_WIDE, 2, programs=None)
+    assert progs == min(4, 2 * 2)  # 2 row tiles x 2 column tiles; the interpreter's grid is at most 4
+    assert [a.__class__.__name__ for a in args[:2]] == ["TensorDescriptor"] * 2 and args[2] == "inv"
+    assert all(a is b for a, b in zip(args[3:7], parts[:4])) and args[7:] == (100, 300, 128, 2, 5, 7)
+    assert kernel_arguments(h, w, "inv", parts, 5, 7, WS_WIDE, 2, programs=3)[0] == 3
+
+
 def test_warp_specialized_tiles():
     """B <= 32 keeps the Triton defaults; above, tiles that the Gluon kernel accepts, with the approximate noise
     filter above B=128."""

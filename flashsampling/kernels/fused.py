@@ -363,17 +363,11 @@ def launch_fused_stage1(
     T = triton.cdiv(V, tiles.block_v if pingpong else tiles.candidate_v)
     parts = allocate_partials(B, num_samples, T, hidden.device, return_lse)
     upcast = UPCAST_DOT or hidden.dtype == torch.float32 or weight.dtype == torch.float32
-    if pingpong and tiles.handoff:
+    if pingpong:
         from .handoff import launch_handoff
-
-        kernel = launch_handoff(
-            hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset=col_offset, n_rounds=n_rounds,
-            noise=noise, noise_filter=tiles.noise_filter,
-        )  # fmt: skip
-    elif pingpong:
         from .pingpong import launch_pingpong
 
-        kernel = launch_pingpong(
+        kernel = (launch_handoff if tiles.handoff else launch_pingpong)(
             hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset=col_offset, n_rounds=n_rounds,
             noise=noise, noise_filter=tiles.noise_filter,
         )  # fmt: skip

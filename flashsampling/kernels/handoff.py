@@ -29,20 +29,18 @@ column, bf16/fp16 inputs that TMA can read, compiled on sm_90.
 
 from __future__ import annotations
 
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup_mma, warpgroup_mma_wait
 
-from .persistent import num_programs
 from .pingpong import (
     _load_partition,
     _stage_tile,
     _staged_epilogue,
     compile_sm90,
+    kernel_arguments,
     launch_registers,
     noise_switch,
-    tma_descriptors,
 )
 
 
@@ -169,16 +167,10 @@ def launch_handoff(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, 
                    programs=None, noise_filter=False):  # fmt: skip
     """Launch :func:`fused_handoff_kernel` into the candidate buffers ``parts`` (one candidate per ``block_v``
     tile); ``tiles.warp_groups`` is the number of epilogue groups.  Returns the compiled kernel."""
-    B, D = hidden.shape
-    V = weight.shape[0]
-    bm, bn, ne = tiles.block_b, tiles.block_v, tiles.warp_groups
-    num_tiles = triton.cdiv(B, bm) * triton.cdiv(V, bn)
-    progs = programs or num_programs(hidden.device, num_tiles)
-    h_desc, w_desc = tma_descriptors(hidden, weight, tiles)
-    part_max, part_key, part_idx, flags, _ = parts
+    ne = tiles.warp_groups
+    progs, args = kernel_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset, programs)
     return fused_handoff_kernel[(progs,)](
-        h_desc, w_desc, inv_temp, part_max, part_key, part_idx, flags,
-        B, V, D, col_offset, seed_lo, seed_hi,
+        *args,
         STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NE=ne,
         NOISE=noise_switch(noise, noise_filter),
         EPILOGUE_REGS=tiles.max_registers or epilogue_registers(ne), num_warps=4,

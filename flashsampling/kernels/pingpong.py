@@ -596,6 +596,19 @@ def tma_descriptors(hidden, weight, tiles) -> tuple:
     return h_desc, w_desc
 
 
+def kernel_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset, programs=None):
+    """``(programs, args)``: the grid (one program per SM unless ``programs`` is given, never more than tiles) and
+    the positional arguments that the Gluon stage-1 kernels (this module's and :mod:`.handoff`'s) share."""
+    B, D = hidden.shape
+    V = weight.shape[0]
+    num_tiles = triton.cdiv(B, tiles.block_b) * triton.cdiv(V, tiles.block_v)
+    progs = programs or num_programs(hidden.device, num_tiles)
+    part_max, part_key, part_idx, flags, _ = parts
+    args = (*tma_descriptors(hidden, weight, tiles), inv_temp, part_max, part_key, part_idx, flags,
+            B, V, D, col_offset, seed_lo, seed_hi)  # fmt: skip
+    return progs, args
+
+
 def noise_switch(noise: bool, noise_filter: bool = False) -> int:
     """The kernels' ``NOISE`` constant (:data:`NOISES`)."""
     return NOISES[("filtered" if noise_filter else "exact") if noise else "off"]
@@ -628,16 +641,10 @@ def launch_pingpong(
     candidates) or computes the exact noise of every token (``exact`` in :data:`NOISES`, for the benchmarks)."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r} must be one of {sorted(MODES)}")
-    B, D = hidden.shape
-    V = weight.shape[0]
-    bm, bn, nc = tiles.block_b, tiles.block_v, tiles.warp_groups
-    num_tiles = triton.cdiv(B, bm) * triton.cdiv(V, bn)
-    progs = programs or num_programs(hidden.device, num_tiles)
-    h_desc, w_desc = tma_descriptors(hidden, weight, tiles)
-    part_max, part_key, part_idx, flags, _ = parts
+    nc = tiles.warp_groups
+    progs, args = kernel_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset, programs)
     return fused_pingpong_kernel[(progs,)](
-        h_desc, w_desc, inv_temp, part_max, part_key, part_idx, flags,
-        B, V, D, col_offset, seed_lo, seed_hi,
+        *args,
         STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NC=nc,
         NOISE=noise_switch(noise, noise_filter),
         CONSUMER_REGS=tiles.max_registers or default_consumer_registers(nc), MODE=MODES[mode],
@@ -668,12 +675,8 @@ def compile_sm90(kernel, tiles, element: str, constexprs: dict, maxnreg: int):
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
 
-    dt = {"bf16": (torch.bfloat16, gl.bfloat16), "fp16": (torch.float16, gl.float16)}[element]
-    h = torch.empty(256, 4096, dtype=dt[0])
-    w = torch.empty(1024, 4096, dtype=dt[0])
-    bm, bn, bk = tiles.block_b, tiles.block_v, tiles.block_d
-    h_desc = TensorDescriptor.from_tensor(h, [bm, bk], gl.NVMMASharedLayout.get_default_for([bm, bk], dt[1]))
-    w_desc = TensorDescriptor.from_tensor(w, [bn, bk], gl.NVMMASharedLayout.get_default_for([bn, bk], dt[1]))
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[element]
+    h_desc, w_desc = tma_descriptors(torch.empty(256, 4096, dtype=dt), torch.empty(1024, 4096, dtype=dt), tiles)
     signature = {"h_desc": mangle_type(h_desc), "w_desc": mangle_type(w_desc), "inv_temp_ptr": "*fp32",
                  "part_max_ptr": "*fp32", "part_key_ptr": "*i64", "part_idx_ptr": "*i64", "flag_ptr": "*i32",
                  "B": "i32", "V": "i32", "D": "i32", "col_offset": "i32",
