@@ -38,6 +38,8 @@ def main() -> None:
     ap.add_argument("--noise", default=None, choices=["exact", "filtered", "off"],
                     help="with --ws-tiles or a timing mode: the Gluon kernel's noise (default: exact, or off with "
                     "--no-noise)")  # fmt: skip
+    ap.add_argument("--philox-rounds", type=int, default=10,
+                    help="with --ws-tiles: Philox rounds (an attribution experiment; the library runs 10)")  # fmt: skip
     ap.add_argument("--mode", default="sample", choices=["sample", "bare", "epilogue"],
                     help="the Gluon kernel's timing modes (flashsampling.kernels.pingpong.MODES)")  # fmt: skip
     args = ap.parse_args()
@@ -55,8 +57,8 @@ def main() -> None:
         if args.mode != "sample" or args.ws_tiles:
             parts = allocate_partials(args.B, 1, triton.cdiv(args.V, tiles.block_v), h.device)
             noise = args.noise or ("off" if args.no_noise else "exact")
-            launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, noise=noise != "off",
-                            mode=args.mode, noise_filter=noise == "filtered")  # fmt: skip
+            launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=args.philox_rounds,
+                            noise=noise != "off", mode=args.mode, noise_filter=noise == "filtered")  # fmt: skip
         else:
             launch_fused_stage1(h, w, inv, 5, 7, 1, tiles, noise=not args.no_noise)
     torch.cuda.synchronize()
