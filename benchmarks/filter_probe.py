@@ -6,6 +6,12 @@ For each shape and batch size, the default tiles (:func:`~flashsampling.kernels.
 with ``noise_filter`` on and off and without noise, and cuBLAS ``h @ W.T``, as ``do_bench`` medians in
 interleaved rounds; and the two noise modes' candidates compared bit for bit (values, keys, indices, flags) on
 the same inputs, at temperature 0.9 and at a high temperature where rows are near-uniform (``--temps``).
+
+``--modes lse_proxy,lse_proxy_f64,lse_proxy_fixed`` also times those noise modes of the kernel (pingpong.NOISES:
+the cost floor of sampling inside each tile by its inverse CDF, one uniform per row and tile).
+``--philox-rounds 10,7,0`` also times both noise modes with fewer Philox rounds (``exact_r7``, ...): an
+attribution experiment only (how much of the noise's cost is Philox's integer work); the library always runs
+10 rounds, and fewer rounds are a different, unverified stream.
 """
 
 from __future__ import annotations
@@ -25,12 +31,15 @@ from flashsampling.kernels.handoff import launch_handoff  # noqa: E402
 from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
 
 
-def launcher(h, w, inv, tiles, noise: bool, noise_filter: bool):
+def launcher(h, w, inv, tiles, noise: bool, noise_filter: bool, n_rounds: int = 10, noise_mode=None):
     parts = allocate_partials(h.shape[0], 1, triton.cdiv(w.shape[0], tiles.block_v), h.device)
     launch = launch_handoff if tiles.handoff else launch_pingpong
 
+    extra = {} if noise_mode is None else {"noise_mode": noise_mode}
+
     def run():
-        launch(h, w, inv, parts, 11, 12, tiles, col_offset=0, n_rounds=10, noise=noise, noise_filter=noise_filter)
+        launch(h, w, inv, parts, 11, 12, tiles, col_offset=0, n_rounds=n_rounds, noise=noise, noise_filter=noise_filter,
+               **extra)  # fmt: skip
         return parts
 
     return run
@@ -43,6 +52,9 @@ def main() -> None:
     ap.add_argument("--batches", default="64,128,256")
     ap.add_argument("--temps", default="0.9,100")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--philox-rounds", default="10", help="comma-separated Philox round counts to time")
+    ap.add_argument("--modes", default="", help="comma-separated extra noise modes to time (pingpong.NOISES keys, "
+                    "such as lse_proxy,lse_proxy_f64,lse_proxy_fixed)")  # fmt: skip
     args = ap.parse_args()
     dev = torch.device("cuda")
     out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": {}}
@@ -66,6 +78,12 @@ def main() -> None:
                 "exact": launcher(h, w, inv, tiles, True, False),
                 "no_noise": launcher(h, w, inv, tiles, False, False),
             }
+            for mode in filter(None, args.modes.split(",")):
+                runs[mode] = launcher(h, w, inv, tiles, True, False, noise_mode=mode)
+            for r in (int(x) for x in args.philox_rounds.split(",")):
+                if r != 10:
+                    runs[f"filtered_r{r}"] = launcher(h, w, inv, tiles, True, True, r)
+                    runs[f"exact_r{r}"] = launcher(h, w, inv, tiles, True, False, r)
             for _ in range(args.rounds):
                 times = {"cublas": bench_ms(lambda h=h, w=w: h @ w.T)}
                 times.update({k: bench_ms(f) for k, f in runs.items()})

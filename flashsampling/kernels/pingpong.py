@@ -70,8 +70,18 @@ _approx_log2_e = gluon.jit(getattr(approx_log2_exponential, "fn", approx_log2_ex
 #: The kernel's ``NOISE`` switch: ``off`` (benchmarks), ``exact`` (the exact noise of every token in the fast
 #: pass) or ``filtered`` (the fast pass ranks tokens by ``approx_log2_exponential`` and recomputes each row's
 #: winner exactly: the same candidates, fewer instructions per token; :func:`_scan_tile_filtered`).
-NOISES = {"off": 0, "exact": 1, "filtered": 2}
+#: ``lse_proxy*`` are timing proxies for the benchmarks, not samplers: the tiles' argmax without noise, plus the
+#: work that sampling inside a tile by its inverse CDF would add (one ``exp2`` per token into a per-slot online
+#: log-sum-exp, then a second pass over the staged tile that accumulates ``exp2`` against a threshold, in float32,
+#: in float64 (``lse_proxy_f64``) or as 64-bit fixed point (``lse_proxy_fixed``, ``exp2 * 2**56`` truncated)) --
+#: what a design with one uniform per (row, tile) instead of a Philox block per token pair would cost at least.
+NOISES = {"off": 0, "exact": 1, "filtered": 2, "lse_proxy": 3, "lse_proxy_f64": 4, "lse_proxy_fixed": 5}
+NOISE_EXACT = gl.constexpr(NOISES["exact"])
 NOISE_FILTERED = gl.constexpr(NOISES["filtered"])
+NOISE_LSE_PROXY = gl.constexpr(NOISES["lse_proxy"])
+NOISE_LSE_F64 = gl.constexpr(NOISES["lse_proxy_f64"])
+NOISE_LSE_FIXED = gl.constexpr(NOISES["lse_proxy_fixed"])
+LOG2E = gl.constexpr(1.4426950408889634)
 #: The filter's margin: a row's approximate winner stands if every other token's approximate score is below
 #: ``top - (2 * APPROX_GUMBEL_TOL + 2**-20 * |top|)`` (proofs/argmax_decomposition.md, Proposition 5).
 FILTER_ABS = gl.constexpr(2.0 * APPROX_GUMBEL_TOL)
@@ -238,15 +248,26 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
     ct_even = gl.zeros_like(pos_even)
     ct_odd = gl.zeros_like(pos_even)
     bad = gl.zeros_like(mult)
+    lm_even = gl.zeros_like(mult) - 1e30  # (lse_proxy: per-slot running maximum and sum of exp2)
+    lm_odd = gl.zeros_like(mult) - 1e30
+    ls_even = gl.zeros_like(mult)
+    ls_odd = gl.zeros_like(mult)
     z = stage.index(0).load(cl)
     for c in range(0, BN // EV):
         z_next = stage.index(gl.minimum(c + 1, BN // EV - 1)).load(cl)  # (the last iteration reloads its own)
         s_even, s_odd, bad = _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM, EV, MASKED)
-        if NOISE:
+        if NOISE == NOISE_EXACT:
             w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS)
             # noisy is 1.0 or 0.0 per row: the product is exact, so this is z / T - log(E) or z / T.
             s_even = s_even - _log(_exponential(w0, w1)) * noisy
             s_odd = s_odd - _log(_exponential(w2, w3)) * noisy
+        if NOISE >= NOISE_LSE_PROXY:
+            m_even = gl.maximum(lm_even, s_even)
+            m_odd = gl.maximum(lm_odd, s_odd)
+            ls_even = ls_even * gl.exp2((lm_even - m_even) * LOG2E) + gl.exp2((s_even - m_even) * LOG2E)
+            ls_odd = ls_odd * gl.exp2((lm_odd - m_odd) * LOG2E) + gl.exp2((s_odd - m_odd) * LOG2E)
+            lm_even = m_even
+            lm_odd = m_odd
         c2 = c * 2
         gt = s_even > run_even
         ct_even = gl.where(gt, c2, ct_even | (s_even == run_even).to(gl.int32))
@@ -255,6 +276,43 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
         ct_odd = gl.where(gt, c2, ct_odd | (s_odd == run_odd).to(gl.int32))
         run_odd = gl.where(gt, s_odd, run_odd)
         z = z_next
+    if NOISE >= NOISE_LSE_PROXY:
+        # The inverse CDF's second pass: accumulate exp2 again and note where each slot crosses half its mass.
+        if NOISE == NOISE_LSE_PROXY:
+            cum_even = gl.zeros_like(mult)
+            cum_odd = gl.zeros_like(mult)
+            half_even = ls_even * 0.5
+            half_odd = ls_odd * 0.5
+        elif NOISE == NOISE_LSE_F64:
+            cum_even = gl.zeros_like(mult).to(gl.float64)
+            cum_odd = gl.zeros_like(mult).to(gl.float64)
+            half_even = (ls_even * 0.5).to(gl.float64)
+            half_odd = (ls_odd * 0.5).to(gl.float64)
+        else:
+            cum_even = gl.zeros_like(mult).to(gl.uint64)
+            cum_odd = gl.zeros_like(mult).to(gl.uint64)
+            half_even = (ls_even * 36028797018963968.0).to(gl.uint64)
+            half_odd = (ls_odd * 36028797018963968.0).to(gl.uint64)
+        at_even = gl.zeros_like(pos_even) - 1
+        at_odd = gl.zeros_like(pos_even) - 1
+        for c in range(0, BN // EV):
+            z = stage.index(c).load(cl)
+            s_even, s_odd, _b = _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM, EV, MASKED)
+            p_even = gl.exp2((s_even - lm_even) * LOG2E)
+            p_odd = gl.exp2((s_odd - lm_odd) * LOG2E)
+            if NOISE == NOISE_LSE_PROXY:
+                cum_even = cum_even + p_even
+                cum_odd = cum_odd + p_odd
+            elif NOISE == NOISE_LSE_F64:
+                cum_even = cum_even + p_even.to(gl.float64)
+                cum_odd = cum_odd + p_odd.to(gl.float64)
+            else:
+                cum_even = cum_even + (p_even * 72057594037927936.0).to(gl.uint64)
+                cum_odd = cum_odd + (p_odd * 72057594037927936.0).to(gl.uint64)
+            at_even = gl.where((at_even < 0) & (cum_even > half_even), c, at_even)
+            at_odd = gl.where((at_odd < 0) & (cum_odd > half_odd), c, at_odd)
+        live = (cum_even + cum_odd).to(gl.float32) + (at_even + at_odd).to(gl.float32)
+        bad = bad + live * 0.0  # keeps the work live
     return run_even, run_odd, ct_even, ct_odd, bad
 
 
@@ -627,7 +685,7 @@ def default_consumer_registers(groups: int) -> int:
 
 def launch_pingpong(
     hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, col_offset, n_rounds, noise, programs=None,
-    mode="sample", stage_per_group=False, noise_filter=False,
+    mode="sample", stage_per_group=False, noise_filter=False, noise_mode=None,
 ):  # fmt: skip
     """Launch :func:`fused_pingpong_kernel` into the candidate buffers ``parts`` (one candidate per
     ``block_v`` tile); returns the compiled kernel.  ``tiles``: ``block_b x block_v`` tiles,
@@ -638,7 +696,8 @@ def launch_pingpong(
     consumer group, so that the groups' epilogues may overlap, where ``warp_groups`` buffers of
     ``block_b x block_v`` fp32 fit beside the ring (for example three groups on 64 x 128 tiles with 5 stages).
     ``noise_filter``: the fast pass ranks tokens by the approximate noise (:data:`NOISE_FILTERED`; the same
-    candidates) or computes the exact noise of every token (``exact`` in :data:`NOISES`, for the benchmarks)."""
+    candidates) or computes the exact noise of every token (``exact`` in :data:`NOISES`, for the benchmarks).
+    ``noise_mode``, a key of :data:`NOISES`, overrides both (the benchmarks' ``lse_proxy``)."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r} must be one of {sorted(MODES)}")
     nc = tiles.warp_groups
@@ -646,24 +705,28 @@ def launch_pingpong(
     return fused_pingpong_kernel[(progs,)](
         *args,
         STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NC=nc,
-        NOISE=noise_switch(noise, noise_filter),
+        NOISE=noise_switch(noise, noise_filter) if noise_mode is None else NOISES[noise_mode],
         CONSUMER_REGS=tiles.max_registers or default_consumer_registers(nc), MODE=MODES[mode],
         STAGE_PER_GROUP=stage_per_group, num_warps=4,
         maxnreg=launch_registers(nc),
     )  # fmt: skip
 
 
-def compile_offline(tiles, element: str = "bf16", mode: str = "sample", stage_per_group: bool = False):
+def compile_offline(
+    tiles, element: str = "bf16", mode: str = "sample", stage_per_group: bool = False, noise: str | None = None
+):
     """Compile :func:`fused_pingpong_kernel` for sm_90a without a GPU (triton ships ``ptxas``).
 
     Returns the compiled kernel (``.asm["ptx"]``, ``.metadata.shared``), for the CPU test that the
     kernel builds and does not spill (``tests/test_pingpong.py``).  Needs compiled mode
-    (``FLASHSAMPLING_INTERPRET=0``): in the interpreter, Gluon kernels are not compiled.
+    (``FLASHSAMPLING_INTERPRET=0``): in the interpreter, Gluon kernels are not compiled.  ``noise``, a key of
+    :data:`NOISES`, overrides the noise that ``tiles`` selects (exact, or filtered with ``tiles.noise_filter``).
     """
     nc = tiles.warp_groups
     regs = tiles.max_registers or default_consumer_registers(nc)
+    code = noise_switch(True, tiles.noise_filter) if noise is None else NOISES[noise]
     constexprs = {"STAGES": tiles.num_stages, "NUM_PROGRAMS": 132, "EV": tiles.epilogue_v, "N_ROUNDS": 10,
-                  "NOISE": noise_switch(True, tiles.noise_filter), "NC": nc, "CONSUMER_REGS": regs, "MODE": MODES[mode],
+                  "NOISE": code, "NC": nc, "CONSUMER_REGS": regs, "MODE": MODES[mode],
                   "STAGE_PER_GROUP": stage_per_group}  # fmt: skip
     return compile_sm90(fused_pingpong_kernel, tiles, element, constexprs, launch_registers(nc))
 
