@@ -1,0 +1,282 @@
+"""Checks of tile_inverse_cdf.md: sampling inside a vocabulary tile by an integer inverse CDF (a design for the
+kernel, not yet built; benchmarks/NOTES.md session 9 section 5 measured its cost).
+
+* ``exp2_poly``: the float32 ``2**f`` on ``[-1/2, 1/2]`` (degree-6 polynomial, Horner with separately rounded
+  float32 operations, so that NumPy reproduces the kernel's bits); ``exp2_error`` measures its relative error.
+* ``integer_weights``: a tile's maximum score ``m`` and weights ``q_i = floor(2**55 * 2**x_i)``,
+  ``x_i = fl(fl(s_i - m) * fl(log2 e))``.
+* ``draw_index`` and ``exact_index_law``: the inverse CDF on integers, ``t = floor(U * Q / 2**b)``; the law of the
+  index in exact rationals, against the enumeration of every ``U`` for small ``b``.
+* ``design_log_law``: the law of the two-level sampler (tile by Gumbel-max over ``L_k = m_k + ln Q_k - 55 ln 2``,
+  then the tile's draw), in float64 logs; ``compare`` measures its total variation and its relative error per
+  token against ``softmax`` of the float32 scores, by distance from the row's top.
+* Planted defects, each of which must fail the criteria that the design passes: a float32 CDF over the row
+  (``float32_cdf_log_law``), 24-bit integer weights (``integer_weights(..., scale_bits=24)``), and the tile chosen
+  by its maximum score instead of its log-mass (``max_score_choice_log_law``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as `python proofs/check_tile_inverse_cdf.py`: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+#: ``2**f ~ sum c_j f**j`` on ``[-1/2, 1/2]``, ``c_0 = 1`` (so the tile's maximum gets exactly ``2**SCALE_BITS``);
+#: fitted for relative error in float64 (iteratively reweighted least squares), then rounded to float32.
+EXP2_COEFFS = np.array(
+    [1.0, 0.6931471824645996, 0.24022647738456726, 0.055503323674201965, 0.009618437848985195,
+     0.0013398873852565885, 0.00015353181515820324], dtype=np.float32,
+)  # fmt: skip
+LOG2E = np.float32(1.4426950408889634)
+TILE = 256
+#: ``q_i <= 2**SCALE_BITS``, so a tile of 256 sums below ``2**63``: uint64 without overflow.
+SCALE_BITS = 55
+#: Bits of the uniform integer ``U`` (one Philox block per row and tile).
+U_BITS = 128
+#: Criteria: total variation to softmax of the float32 scores, and relative error of every token within
+#: ``TAIL_NATS`` of the row's top.
+MAX_TV = 1e-6
+MAX_REL = 1e-4
+TAIL_NATS = 25.0
+
+
+def exp2_poly(f: np.ndarray) -> np.ndarray:
+    """``2**f`` for float32 ``f`` in ``[-1/2, 1/2]``: Horner's rule on :data:`EXP2_COEFFS` with each product and
+    sum rounded to float32 (no fused multiply-add: the kernel would use ``mul.rn``/``add.rn``)."""
+    f = np.asarray(f, dtype=np.float32)
+    p = np.full_like(f, EXP2_COEFFS[-1])
+    for c in EXP2_COEFFS[-2::-1]:
+        p = (p * f).astype(np.float32) + c
+    return p.astype(np.float32)
+
+
+def exp2_error(n_points: int = 1 << 22, seed: int = 0) -> float:
+    """Largest ``|exp2_poly(f) / 2**f - 1|`` over ``n_points`` random float32 ``f`` in ``[-1/2, 1/2]``, the
+    interval's ends, zero and tiny values (the reference ``2**f`` in float64)."""
+    rng = np.random.default_rng(seed)
+    f = rng.uniform(-0.5, 0.5, n_points).astype(np.float32)
+    edges = np.float32([-0.5, 0.5, 0.0, -(2.0**-30), 2.0**-30, np.nextafter(np.float32(0.5), np.float32(0))])
+    f = np.concatenate([f, edges])
+    return float(np.max(np.abs(exp2_poly(f).astype(np.float64) / np.exp2(f.astype(np.float64)) - 1.0)))
+
+
+def integer_weights(scores: np.ndarray, scale_bits: int = SCALE_BITS) -> tuple[np.ndarray, np.ndarray]:
+    """Per tile (rows of ``scores``, float32 ``[K, TILE]``, ``-inf`` = masked): the maximum ``m`` and the integer
+    weights ``q = floor(2**scale_bits * 2**x)``, ``x = fl(fl(s - m) * fl(log2 e))``, as float64 holding exact
+    integers (``< 2**(scale_bits + 1)``).  ``2**x = 2**n * 2**f`` with ``n = rint(x)`` and ``f = x - n`` (exact);
+    ``q = floor(exp2_poly(f) * 2**(scale_bits + n))``, which is 0 once ``n < -scale_bits``."""
+    s = np.asarray(scores, dtype=np.float32)
+    m = s.max(axis=1)
+    finite = np.isfinite(s) & np.isfinite(m)[:, None]
+    with np.errstate(invalid="ignore"):
+        d = np.where(finite, s - m[:, None], np.float32(-np.inf)).astype(np.float32)
+        x = (d * LOG2E).astype(np.float32)
+    n = np.where(finite, np.rint(x), -np.inf)
+    f = np.where(finite, x - np.where(finite, n, 0), 0).astype(np.float32)
+    p = exp2_poly(f).astype(np.float64)
+    shift = np.where(finite, n + scale_bits, -1.0)
+    q = np.where(shift >= 0, np.floor(np.ldexp(p, np.maximum(shift, 0).astype(np.int64))), 0.0)
+    return m, q
+
+
+def draw_index(q: list[int], u: int, u_bits: int = U_BITS) -> int:
+    """The token of a tile for the uniform integer ``u`` in ``[0, 2**u_bits)``: the first ``i`` whose cumulative
+    weight exceeds ``t = floor(u * Q / 2**u_bits)``, ``Q = sum(q)`` (in the order of ``q``)."""
+    t = (u * sum(q)) >> u_bits
+    c = 0
+    for i, w in enumerate(q):
+        c += w
+        if t < c:
+            return i
+    raise ValueError("the weights sum to zero")
+
+
+def exact_index_law(q: list[int], u_bits: int) -> list[Fraction]:
+    """``P(draw_index = i)`` exactly: the ``u`` with ``floor(u * Q / 2**b) < c`` are the ``ceil(c * 2**b / Q)``
+    smallest, so token ``i`` gets ``ceil(C_i 2**b / Q) - ceil(C_{i-1} 2**b / Q)`` of the ``2**b`` values."""
+    total, c_prev, law = sum(q), 0, []
+    for w in q:
+        c = c_prev + w
+        count = -((-c << u_bits) // total) - (-((-c_prev << u_bits) // total))
+        law.append(Fraction(count, 1 << u_bits))
+        c_prev = c
+    return law
+
+
+def enumerated_index_law(q: list[int], u_bits: int) -> list[Fraction]:
+    """The same law by running :func:`draw_index` on every ``u`` (small ``u_bits`` only)."""
+    counts = [0] * len(q)
+    for u in range(1 << u_bits):
+        counts[draw_index(q, u, u_bits)] += 1
+    return [Fraction(c, 1 << u_bits) for c in counts]
+
+
+def index_law_trials(n_trials: int = 200, u_bits: int = 12, seed: int = 0) -> dict:
+    """Random small weight vectors: the enumeration equals the closed form, and every token's probability is
+    within ``2**-b`` of ``q_i / Q``.  Returns the counts of disagreements and of bound violations."""
+    rng = np.random.default_rng(seed)
+    wrong = over = 0
+    for _ in range(n_trials):
+        n = int(rng.integers(1, 9))
+        q = [int(x) for x in rng.integers(0, 1 << int(rng.integers(1, 10)), n)]
+        if sum(q) == 0:
+            q[int(rng.integers(n))] = 1
+        law = exact_index_law(q, u_bits)
+        wrong += law != enumerated_index_law(q, u_bits)
+        over += any(abs(p - Fraction(w, sum(q))) >= Fraction(1, 1 << u_bits) for p, w in zip(law, q))
+    return {"trials": n_trials, "enumeration != closed form": wrong, "|P - q/Q| >= 2^-b": over}
+
+
+def _tiles(s: np.ndarray) -> np.ndarray:
+    pad = (-len(s)) % TILE
+    return np.concatenate([s, np.full(pad, -np.inf, np.float32)]).reshape(-1, TILE)
+
+
+def _normalize(log_w: np.ndarray) -> np.ndarray:
+    top = np.max(log_w[np.isfinite(log_w)])
+    return log_w - (top + math.log(np.sum(np.exp(log_w - top))))
+
+
+def scores_of(z32: np.ndarray, temperature: float) -> np.ndarray:
+    """The kernel's float32 scores ``s = fl(z * fl(1 / T))``."""
+    inv = np.float32(1.0) / np.float32(temperature)
+    return (np.asarray(z32, np.float32) * inv).astype(np.float32)
+
+
+def design_log_law(s: np.ndarray, scale_bits: int = SCALE_BITS, choose_by_max: bool = False) -> np.ndarray:
+    """Log-probabilities (float64) of the two-level sampler on float32 scores ``s``: tile ``k`` with probability
+    ``exp(L_k) / sum exp(L_j)``, ``L_k = m_k + ln(Q_k) - scale_bits ln 2``, then token ``i`` with ``q_i / Q_k``
+    (the ``2**-128`` of :func:`exact_index_law` is below float64's resolution).  ``choose_by_max``: the planted
+    defect that picks the tile by ``m_k`` alone."""
+    m, q = integer_weights(_tiles(s), scale_bits)
+    big_q = q.sum(axis=1)
+    with np.errstate(divide="ignore"):
+        log_q = np.log(q)
+        log_tile = m.astype(np.float64) + (0.0 if choose_by_max else np.log(big_q) - scale_bits * math.log(2))
+        log_tile = np.where(big_q > 0, log_tile, -np.inf)
+        log_in_tile = log_q - np.log(big_q)[:, None]
+    log_p = (_normalize(log_tile)[:, None] + log_in_tile).reshape(-1)[: len(s)]
+    return np.where(np.isfinite(log_p), log_p, -np.inf)
+
+
+def float32_cdf_log_law(s: np.ndarray) -> np.ndarray:
+    """The planted defect of much public code: float32 softmax over the row, float32 cumulative sum, a uniform
+    on the grid ``k 2**-24``: token ``i`` gets ``ceil(C_i 2**24 / C) - ceil(C_{i-1} 2**24 / C)`` grid points."""
+    s = np.asarray(s, np.float32)
+    e = np.exp(s - s.max()).astype(np.float32)
+    cdf = np.cumsum(e / e.sum(dtype=np.float32), dtype=np.float32).astype(np.float64)
+    counts = np.diff(np.concatenate([[0.0], np.ceil(cdf * 2.0**24 / cdf[-1])]))
+    with np.errstate(divide="ignore"):
+        return np.log(counts) - 24 * math.log(2)
+
+
+def compare(log_target: np.ndarray, log_law: np.ndarray, tail_nats: float = TAIL_NATS) -> dict:
+    """Total variation between two laws given as float64 logs, and the largest relative error
+    ``|p_law / p_target - 1|`` over the tokens within ``tail_nats`` of the target's top, by 5-nat bins of that
+    distance (``inf`` where a token the target gives mass to gets none)."""
+    p, r = np.exp(log_target), np.exp(log_law)
+    dist = np.max(log_target) - log_target
+    with np.errstate(invalid="ignore", over="ignore"):
+        rel = np.where(np.isfinite(log_target), np.abs(np.expm1(log_law - log_target)), 0.0)
+    rel = np.where(np.isfinite(log_target) & ~np.isfinite(log_law), np.inf, rel)
+    bins = {}
+    for lo in range(0, int(tail_nats), 5):
+        sel = (dist >= lo) & (dist < lo + 5) & np.isfinite(log_target)
+        if sel.any():
+            bins[f"{lo}-{lo + 5}"] = float(np.max(rel[sel]))
+    near = (dist < tail_nats) & np.isfinite(log_target)
+    return {"tv": float(0.5 * np.sum(np.abs(p - r))), "max_rel_near_top": float(np.max(rel[near])), "rel_by_nats": bins}
+
+
+def tv_bound(s: np.ndarray, eta: float) -> float:
+    """First-order bound of tile_inverse_cdf.md: ``TV <= (3 E_p|d| + eta / 2**-24) 2**-24 + 2**-47``, ``d_i`` the
+    token's score minus its tile's maximum, ``E_p`` under ``softmax(s)``."""
+    t = _tiles(s)
+    d = (t - t.max(axis=1)[:, None]).reshape(-1)[: len(s)].astype(np.float64)
+    log_p = _normalize(np.asarray(s, np.float64))
+    e_abs_d = float(np.sum(np.exp(log_p) * np.where(np.isfinite(d), np.abs(d), 0.0)))
+    return 3 * e_abs_d * 2.0**-24 + eta + 2.0**-47
+
+
+def example_rows(V: int = 151936, seed: int = 0) -> dict[str, tuple[np.ndarray, float]]:
+    """float32 logits and a temperature: the benchmarks' ``N(0, 1.28**2)`` at T = 0.9; an LLM-like row (a bulk
+    ``N(0, 2**2)``, 20 tokens raised by 15) at T = 0.7 and T = 0.3; exact ties (8 values repeated); a third of
+    the vocabulary masked with ``-inf``."""
+    rng = np.random.default_rng(seed)
+    bench = (rng.standard_normal(V) * 1.28).astype(np.float32)
+    llm = (rng.standard_normal(V) * 2.0).astype(np.float32)
+    llm[rng.choice(V, 20, replace=False)] += np.float32(15.0)
+    ties = np.tile(rng.standard_normal(8).astype(np.float32) * 3, V // 8 + 1)[:V]
+    masked = bench.copy()
+    masked[rng.random(V) < 1 / 3] = -np.inf
+    return {"bench T=0.9": (bench, 0.9), "llm T=0.7": (llm, 0.7), "llm T=0.3": (llm, 0.3), "ties T=1": (ties, 1.0),
+            "masked T=1": (masked, 1.0)}  # fmt: skip
+
+
+def passes(result: dict) -> bool:
+    return result["tv"] <= MAX_TV and result["max_rel_near_top"] <= MAX_REL
+
+
+def run(V: int = 151936, n_exp2: int = 1 << 22) -> dict:
+    """Everything the proof's table reports: the polynomial's error, the index law's trials, and per example row
+    the design and the three planted defects against softmax of the float32 scores."""
+    eta = exp2_error(n_exp2)
+    out = {"exp2_max_rel": eta, "exp2_ulps": eta / 2.0**-24, "index_law": index_law_trials(), "rows": {}}
+    for name, (z, temperature) in example_rows(V).items():
+        s = scores_of(z, temperature)
+        target = _normalize(s.astype(np.float64))
+        out["rows"][name] = {
+            "design": compare(target, design_log_law(s)),
+            "tv_bound": tv_bound(s, eta),
+            "defect: float32 CDF": compare(target, float32_cdf_log_law(s)),
+            "defect: 24-bit weights": compare(target, design_log_law(s, scale_bits=24)),
+            "defect: tile by max score": compare(target, design_log_law(s, choose_by_max=True)),
+        }
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--V", type=int, default=151936)
+    args = ap.parse_args()
+    res = run(args.V)
+    print(f"exp2_poly: max relative error {res['exp2_max_rel']:.3g} ({res['exp2_ulps']:.2f} x 2^-24)")
+    print(f"integer inverse CDF: {res['index_law']}")
+    for name, rec in res["rows"].items():
+        print(f"{name}: first-order TV bound {rec['tv_bound']:.3g}")
+        for what, r in rec.items():
+            if what == "tv_bound":
+                continue
+            bins = ", ".join(f"{k}: {v:.2g}" for k, v in r["rel_by_nats"].items())
+            rel = r["max_rel_near_top"]
+            print(f"  {what:26s} TV {r['tv']:.3g}  max rel (< {TAIL_NATS:g} nats) {rel:.3g}  [{bins}]")
+    verdict = verdicts(res)
+    print(verdict)
+    return 0 if all(verdict.values()) else 1
+
+
+def verdicts(res: dict) -> dict[str, bool]:
+    """What the proof claims of :func:`run`'s numbers: the polynomial within 2 units of 2**-24, the index law
+    exact, the design within the criteria and its bound on every row, and every planted defect caught (outside the
+    criteria) on at least one row."""
+    rows = res["rows"].values()
+    out = {
+        "exp2 < 2 x 2^-24": res["exp2_ulps"] < 2,
+        "index law exact": res["index_law"]["enumeration != closed form"] == 0
+        and res["index_law"]["|P - q/Q| >= 2^-b"] == 0,
+        "design passes every row": all(passes(r["design"]) and r["design"]["tv"] <= r["tv_bound"] for r in rows),
+    }
+    for defect in ("defect: float32 CDF", "defect: 24-bit weights", "defect: tile by max score"):
+        out[f"{defect} caught"] = any(not passes(r[defect]) for r in rows)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
