@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import statistics
+from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 import triton
@@ -57,3 +60,27 @@ def gumbel_argmax(h, w, temperature: float):
     logits = (h @ w.T).float() / temperature
     u = torch.rand_like(logits)
     return (logits - torch.log(-torch.log(u))).argmax(dim=-1, keepdim=True)
+
+
+def probe_inputs(shapes: str, batches: str, device) -> Iterator[tuple[int, int, int, torch.Tensor, torch.Tensor]]:
+    """The probes' inputs, ``(V, D, B, h, w)``: for each ``V:D`` of ``shapes`` (comma-separated) a weight
+    ``W ~ N(0, 0.02**2)``, then for each ``B`` of ``batches`` a hidden state ``h ~ N(0, 1)``, both bf16, drawn in
+    that order from one generator seeded 0 per shape (so every probe times the same tensors)."""
+    for shape in shapes.split(","):
+        V, D = (int(x) for x in shape.split(":"))
+        gen = torch.Generator(device=device).manual_seed(0)
+        w = (torch.randn(V, D, device=device, generator=gen) * 0.02).to(torch.bfloat16)
+        for B in (int(b) for b in batches.split(",")):
+            yield V, D, B, torch.randn(B, D, device=device, generator=gen).to(torch.bfloat16), w
+
+
+def record_row(out: dict, key: str, rec: dict, path: str, show: tuple[str, ...] | None = None) -> None:
+    """Store a probe's row: ``rec["min_ms"]``, the minimum over ``rec["rounds"]`` of each timing (when there are
+    rounds), ``out["rows"][key] = rec``; print the ``show`` fields (all by default) and rewrite ``path`` (after
+    every row, so that a run cut short keeps its data)."""
+    if rec.get("rounds"):
+        rec["min_ms"] = {k: min(r[k] for r in rec["rounds"]) for k in rec["rounds"][0]}
+    out.setdefault("rows", {})[key] = rec
+    shown = rec if show is None else {k: rec[k] for k in show}
+    print(key, json.dumps(shown), flush=True)
+    Path(path).write_text(json.dumps(out, indent=1))

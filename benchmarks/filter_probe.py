@@ -17,7 +17,6 @@ attribution experiment only (how much of the noise's cost is Philox's integer wo
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import torch
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import bench_ms  # noqa: E402
+from benchmarks.common import bench_ms, probe_inputs, record_row  # noqa: E402
 from flashsampling.kernels.fused import allocate_partials, warp_specialized_tiles  # noqa: E402
 from flashsampling.kernels.handoff import launch_handoff  # noqa: E402
 from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
@@ -58,40 +57,32 @@ def main() -> None:
     args = ap.parse_args()
     dev = torch.device("cuda")
     out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": {}}
-    for shape in args.shapes.split(","):
-        V, D = (int(x) for x in shape.split(":"))
-        gen = torch.Generator(device=dev).manual_seed(0)
-        w = (torch.randn(V, D, device=dev, generator=gen) * 0.02).to(torch.bfloat16)
-        for B in (int(b) for b in args.batches.split(",")):
-            h = torch.randn(B, D, device=dev, generator=gen).to(torch.bfloat16)
-            tiles = warp_specialized_tiles(B)
-            rec = {"tiles": repr(tiles), "equal": {}, "rounds": []}
-            for t in (float(x) for x in args.temps.split(",")):
-                inv = torch.full((B,), 1.0 / t, device=dev)
-                inv[0] = 0.0  # one greedy row
-                a = [x.clone() for x in launcher(h, w, inv, tiles, True, True)()[:4]]
-                b = launcher(h, w, inv, tiles, True, False)()[:4]
-                rec["equal"][f"T={t}"] = [bool(torch.equal(x, y)) for x, y in zip(a, b)]
-            inv = torch.full((B,), 1.0 / 0.9, device=dev)
-            runs = {
-                "filtered": launcher(h, w, inv, tiles, True, True),
-                "exact": launcher(h, w, inv, tiles, True, False),
-                "no_noise": launcher(h, w, inv, tiles, False, False),
-            }
-            for mode in filter(None, args.modes.split(",")):
-                runs[mode] = launcher(h, w, inv, tiles, True, False, noise_mode=mode)
-            for r in (int(x) for x in args.philox_rounds.split(",")):
-                if r != 10:
-                    runs[f"filtered_r{r}"] = launcher(h, w, inv, tiles, True, True, r)
-                    runs[f"exact_r{r}"] = launcher(h, w, inv, tiles, True, False, r)
-            for _ in range(args.rounds):
-                times = {"cublas": bench_ms(lambda h=h, w=w: h @ w.T)}
-                times.update({k: bench_ms(f) for k, f in runs.items()})
-                rec["rounds"].append(times)
-            rec["min_ms"] = {k: min(r[k] for r in rec["rounds"]) for k in rec["rounds"][0]}
-            out["rows"][f"{V}x{D}/B{B}"] = rec
-            print(f"{V}x{D}/B{B}", json.dumps({k: rec[k] for k in ("equal", "min_ms")}), flush=True)
-            Path(args.out).write_text(json.dumps(out, indent=1))
+    for V, D, B, h, w in probe_inputs(args.shapes, args.batches, dev):
+        tiles = warp_specialized_tiles(B)
+        rec = {"tiles": repr(tiles), "equal": {}, "rounds": []}
+        for t in (float(x) for x in args.temps.split(",")):
+            inv = torch.full((B,), 1.0 / t, device=dev)
+            inv[0] = 0.0  # one greedy row
+            a = [x.clone() for x in launcher(h, w, inv, tiles, True, True)()[:4]]
+            b = launcher(h, w, inv, tiles, True, False)()[:4]
+            rec["equal"][f"T={t}"] = [bool(torch.equal(x, y)) for x, y in zip(a, b)]
+        inv = torch.full((B,), 1.0 / 0.9, device=dev)
+        runs = {
+            "filtered": launcher(h, w, inv, tiles, True, True),
+            "exact": launcher(h, w, inv, tiles, True, False),
+            "no_noise": launcher(h, w, inv, tiles, False, False),
+        }
+        for mode in filter(None, args.modes.split(",")):
+            runs[mode] = launcher(h, w, inv, tiles, True, False, noise_mode=mode)
+        for r in (int(x) for x in args.philox_rounds.split(",")):
+            if r != 10:
+                runs[f"filtered_r{r}"] = launcher(h, w, inv, tiles, True, True, r)
+                runs[f"exact_r{r}"] = launcher(h, w, inv, tiles, True, False, r)
+        for _ in range(args.rounds):
+            times = {"cublas": bench_ms(lambda h=h, w=w: h @ w.T)}
+            times.update({k: bench_ms(f) for k, f in runs.items()})
+            rec["rounds"].append(times)
+        record_row(out, f"{V}x{D}/B{B}", rec, args.out, show=("equal", "min_ms"))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import traceback
 from pathlib import Path
@@ -24,7 +23,7 @@ import torch
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import bench_ms  # noqa: E402
+from benchmarks.common import bench_ms, probe_inputs, record_row  # noqa: E402
 from flashsampling.kernels.fused import (  # noqa: E402
     TileConfig,
     launch_fused_stage1,
@@ -82,29 +81,21 @@ def main() -> None:
     dev = torch.device("cuda")
     out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": {}}
     specs = args.configs.split(",")
-    for shape in args.shapes.split(","):
-        V, D = (int(x) for x in shape.split(":"))
-        gen = torch.Generator(device=dev).manual_seed(0)
-        w = (torch.randn(V, D, device=dev, generator=gen) * 0.02).to(torch.bfloat16)
-        for B in (int(b) for b in args.batches.split(",")):
-            h = torch.randn(B, D, device=dev, generator=gen).to(torch.bfloat16)
-            inv = torch.full((B,), 1.0 / 0.9, device=dev)
-            default = warp_specialized_tiles(B)
-            named = {"default": default, **{s: handoff_tiles(s) for s in specs}}
-            rec = {"default_tiles": dataclasses.asdict(default), "rounds": []}
-            for name, tiles in named.items():
-                if name != "default":
-                    try:
-                        rec[name] = check(h, w, inv, tiles, default)
-                    except Exception as e:  # noqa: BLE001
-                        rec[name] = {"error": "".join(traceback.format_exception_only(e))[-1500:]}
-            timed = {n: t for n, t in named.items() if "error" not in rec.get(n, {})}
-            for _ in range(args.rounds):
-                rec["rounds"].append(time_round(h, w, inv, timed))
-            rec["min_ms"] = {k: min(r[k] for r in rec["rounds"]) for k in rec["rounds"][0]}
-            out["rows"][f"{V}x{D}/B{B}"] = rec
-            print(f"{V}x{D}/B{B}", json.dumps(rec), flush=True)
-            Path(args.out).write_text(json.dumps(out, indent=1))
+    for V, D, B, h, w in probe_inputs(args.shapes, args.batches, dev):
+        inv = torch.full((B,), 1.0 / 0.9, device=dev)
+        default = warp_specialized_tiles(B)
+        named = {"default": default, **{s: handoff_tiles(s) for s in specs}}
+        rec = {"default_tiles": dataclasses.asdict(default), "rounds": []}
+        for name, tiles in named.items():
+            if name != "default":
+                try:
+                    rec[name] = check(h, w, inv, tiles, default)
+                except Exception as e:  # noqa: BLE001
+                    rec[name] = {"error": "".join(traceback.format_exception_only(e))[-1500:]}
+        timed = {n: t for n, t in named.items() if "error" not in rec.get(n, {})}
+        for _ in range(args.rounds):
+            rec["rounds"].append(time_round(h, w, inv, timed))
+        record_row(out, f"{V}x{D}/B{B}", rec, args.out)
 
 
 if __name__ == "__main__":

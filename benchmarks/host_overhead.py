@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import json
 import pstats
 import statistics
 import sys
@@ -26,7 +25,7 @@ import triton
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import flashsampling  # noqa: E402
 from benchmarks.bench_h200 import graphed  # noqa: E402
-from benchmarks.common import bench_ms  # noqa: E402
+from benchmarks.common import bench_ms, probe_inputs, record_row  # noqa: E402
 from flashsampling.kernels.fused import allocate_partials, choose_tiles, launch_fused_stage1  # noqa: E402
 from flashsampling.kernels.pingpong import tma_descriptors  # noqa: E402
 
@@ -52,39 +51,31 @@ def main() -> None:
     args = ap.parse_args()
     dev = torch.device("cuda")
     out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__, "rows": {}}
-    for shape in args.shapes.split(","):
-        V, D = (int(x) for x in shape.split(":"))
-        gen = torch.Generator(device=dev).manual_seed(0)
-        w = (torch.randn(V, D, device=dev, generator=gen) * 0.02).to(torch.bfloat16)
-        for B in (int(b) for b in args.batches.split(",")):
-            h = torch.randn(B, D, device=dev, generator=gen).to(torch.bfloat16)
-            tiles = choose_tiles(h, w, 1)
-            inv = torch.full((B,), 1.0 / 0.8, device=dev)
+    for V, D, B, h, w in probe_inputs(args.shapes, args.batches, dev):
+        tiles = choose_tiles(h, w, 1)
+        inv = torch.full((B,), 1.0 / 0.8, device=dev)
 
-            def fused(h=h, w=w):
-                return flashsampling.sample(h, w, temperature=0.8, seed=1234, host_checks=False)
+        def fused(h=h, w=w):
+            return flashsampling.sample(h, w, temperature=0.8, seed=1234, host_checks=False)
 
-            def stage1(h=h, w=w, inv=inv, tiles=tiles):
-                return launch_fused_stage1(h, w, inv, 1, 2, 1, tiles)
+        def stage1(h=h, w=w, inv=inv, tiles=tiles):
+            return launch_fused_stage1(h, w, inv, 1, 2, 1, tiles)
 
-            replay = graphed(fused)
-            rec = {"tiles": repr(tiles), "host_us": {"sample": host_us(fused), "stage1": host_us(stage1)}, "rounds": []}
-            if tiles.warp_specialized:
-                rec["host_us"]["tma_descriptors"] = host_us(lambda h=h, w=w, t=tiles: tma_descriptors(h, w, t))
-                n_tiles = triton.cdiv(V, tiles.block_v)
-                rec["host_us"]["allocate_partials"] = host_us(lambda b=B, n=n_tiles: allocate_partials(b, 1, n, dev))
-            if args.profile:
-                prof = cProfile.Profile()
-                prof.runcall(lambda: [fused() for _ in range(200)])
-                text = io.StringIO()
-                pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(15)
-                rec["profile"] = text.getvalue().splitlines()[-25:]
-            for _ in range(args.rounds):
-                rec["rounds"].append({"as_called": bench_ms(fused), "graph": bench_ms(replay)})
-            rec["min_ms"] = {k: min(r[k] for r in rec["rounds"]) for k in rec["rounds"][0]}
-            out["rows"][f"{V}x{D}/B{B}"] = rec
-            print(f"{V}x{D}/B{B}", json.dumps({k: rec[k] for k in ("host_us", "rounds")}), flush=True)
-            Path(args.out).write_text(json.dumps(out, indent=1))
+        replay = graphed(fused)
+        rec = {"tiles": repr(tiles), "host_us": {"sample": host_us(fused), "stage1": host_us(stage1)}, "rounds": []}
+        if tiles.warp_specialized:
+            rec["host_us"]["tma_descriptors"] = host_us(lambda h=h, w=w, t=tiles: tma_descriptors(h, w, t))
+            n_tiles = triton.cdiv(V, tiles.block_v)
+            rec["host_us"]["allocate_partials"] = host_us(lambda b=B, n=n_tiles: allocate_partials(b, 1, n, dev))
+        if args.profile:
+            prof = cProfile.Profile()
+            prof.runcall(lambda: [fused() for _ in range(200)])
+            text = io.StringIO()
+            pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(15)
+            rec["profile"] = text.getvalue().splitlines()[-25:]
+        for _ in range(args.rounds):
+            rec["rounds"].append({"as_called": bench_ms(fused), "graph": bench_ms(replay)})
+        record_row(out, f"{V}x{D}/B{B}", rec, args.out, show=("host_us", "rounds"))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from flashsampling.kernels.fused import (
     warp_specialized_supported,
     warp_specialized_tiles,
 )
-from flashsampling.kernels.pingpong import launch_registers
+from flashsampling.kernels.pingpong import check_timing_options, launch_registers
 from flashsampling.kernels.reduce import reduce_tiles
 
 PTXAS = Path(__import__("triton").__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
@@ -124,6 +124,16 @@ def test_kernel_arguments_order():
     assert [a.__class__.__name__ for a in args[:2]] == ["TensorDescriptor"] * 2 and args[2] == "inv"
     assert all(a is b for a, b in zip(args[3:7], parts[:4])) and args[7:] == (100, 300, 128, 2, 5, 7)
     assert kernel_arguments(h, w, "inv", parts, 5, 7, WS_WIDE, 2, programs=3)[0] == 3
+
+
+def test_timing_options_are_checked():
+    """The benchmarks' modes and noise modes of the Gluon kernel: a clear error naming the argument."""
+    check_timing_options("sample", None)
+    check_timing_options("bare", "lse_proxy_fixed")
+    with pytest.raises(ValueError, match="mode='fast'"):
+        check_timing_options("fast", None)
+    with pytest.raises(ValueError, match="noise_mode='gumbel'"):
+        check_timing_options("sample", "gumbel")
 
 
 def test_warp_specialized_tiles():

@@ -683,6 +683,15 @@ def default_consumer_registers(groups: int) -> int:
     return (launch_registers(groups) * (groups + 1) - 24) // groups // 8 * 8
 
 
+def check_timing_options(mode: str, noise_mode: str | None) -> None:
+    """``ValueError`` naming the argument unless ``mode`` is a key of :data:`MODES` and ``noise_mode`` is ``None``
+    or a key of :data:`NOISES`."""
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r} must be one of {sorted(MODES)}")
+    if noise_mode is not None and noise_mode not in NOISES:
+        raise ValueError(f"noise_mode={noise_mode!r} must be None or one of {sorted(NOISES)}")
+
+
 def launch_pingpong(
     hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, col_offset, n_rounds, noise, programs=None,
     mode="sample", stage_per_group=False, noise_filter=False, noise_mode=None,
@@ -698,8 +707,7 @@ def launch_pingpong(
     ``noise_filter``: the fast pass ranks tokens by the approximate noise (:data:`NOISE_FILTERED`; the same
     candidates) or computes the exact noise of every token (``exact`` in :data:`NOISES`, for the benchmarks).
     ``noise_mode``, a key of :data:`NOISES`, overrides both (the benchmarks' ``lse_proxy``)."""
-    if mode not in MODES:
-        raise ValueError(f"mode={mode!r} must be one of {sorted(MODES)}")
+    check_timing_options(mode, noise_mode)
     nc = tiles.warp_groups
     progs, args = kernel_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset, programs)
     return fused_pingpong_kernel[(progs,)](
@@ -722,6 +730,7 @@ def compile_offline(
     (``FLASHSAMPLING_INTERPRET=0``): in the interpreter, Gluon kernels are not compiled.  ``noise``, a key of
     :data:`NOISES`, overrides the noise that ``tiles`` selects (exact, or filtered with ``tiles.noise_filter``).
     """
+    check_timing_options(mode, noise)
     nc = tiles.warp_groups
     regs = tiles.max_registers or default_consumer_registers(nc)
     code = noise_switch(True, tiles.noise_filter) if noise is None else NOISES[noise]
