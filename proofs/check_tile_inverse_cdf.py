@@ -28,16 +28,11 @@ import numpy as np
 if __package__ in (None, ""):  # run as `python proofs/check_tile_inverse_cdf.py`: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-#: ``2**f ~ sum c_j f**j`` on ``[-1/2, 1/2]``, ``c_0 = 1`` (so the tile's maximum gets exactly ``2**SCALE_BITS``);
-#: fitted for relative error in float64 (iteratively reweighted least squares), then rounded to float32.
-EXP2_COEFFS = np.array(
-    [1.0, 0.6931471824645996, 0.24022647738456726, 0.055503323674201965, 0.009618437848985195,
-     0.0013398873852565885, 0.00015353181515820324], dtype=np.float32,
-)  # fmt: skip
-LOG2E = np.float32(1.4426950408889634)
+from flashsampling.tile_weights import EXP2_COEFFS, WEIGHT_BITS, tile_weights_np  # noqa: E402
+
 TILE = 256
 #: ``q_i <= 2**SCALE_BITS``, so a tile of 256 sums below ``2**63``: uint64 without overflow.
-SCALE_BITS = 55
+SCALE_BITS = WEIGHT_BITS
 #: Bits of the uniform integer ``U`` (one Philox block per row and tile).
 U_BITS = 128
 #: Criteria: total variation to softmax of the float32 scores, and relative error of every token within
@@ -70,20 +65,12 @@ def exp2_error(n_points: int = 1 << 22, seed: int = 0) -> float:
 def integer_weights(scores: np.ndarray, scale_bits: int = SCALE_BITS) -> tuple[np.ndarray, np.ndarray]:
     """Per tile (rows of ``scores``, float32 ``[K, TILE]``, ``-inf`` = masked): the maximum ``m`` and the integer
     weights ``q = floor(2**scale_bits * 2**x)``, ``x = fl(fl(s - m) * fl(log2 e))``, as float64 holding exact
-    integers (``< 2**(scale_bits + 1)``).  ``2**x = 2**n * 2**f`` with ``n = rint(x)`` and ``f = x - n`` (exact);
-    ``q = floor(exp2_poly(f) * 2**(scale_bits + n))``, which is 0 once ``n < -scale_bits``."""
+    integers: the library's twin :func:`flashsampling.tile_weights.tile_weights_np` (``scale_bits = 55``, the
+    kernel's bits), or its weights shifted right for fewer bits (``floor(floor(v) / 2**j) = floor(v / 2**j)``)."""
     s = np.asarray(scores, dtype=np.float32)
     m = s.max(axis=1)
-    finite = np.isfinite(s) & np.isfinite(m)[:, None]
-    with np.errstate(invalid="ignore"):
-        d = np.where(finite, s - m[:, None], np.float32(-np.inf)).astype(np.float32)
-        x = (d * LOG2E).astype(np.float32)
-    n = np.where(finite, np.rint(x), -np.inf)
-    f = np.where(finite, x - np.where(finite, n, 0), 0).astype(np.float32)
-    p = exp2_poly(f).astype(np.float64)
-    shift = np.where(finite, n + scale_bits, -1.0)
-    q = np.where(shift >= 0, np.floor(np.ldexp(p, np.maximum(shift, 0).astype(np.int64))), 0.0)
-    return m, q
+    q = tile_weights_np(s, m[:, None]) >> np.uint64(SCALE_BITS - scale_bits)
+    return m, q.astype(np.float64)
 
 
 def draw_index(q: list[int], u: int, u_bits: int = U_BITS) -> int:

@@ -57,6 +57,7 @@ from ..noise import (
     positive_log,
     uniform_side_from_bits,
 )
+from ..tile_weights import tile_weight
 from .persistent import num_programs
 
 # The noise's device functions, compiled by Gluon (``.fn``: the Python function under triton.jit;
@@ -66,6 +67,7 @@ _exponential = gluon.jit(getattr(exponential_from_bits, "fn", exponential_from_b
 _log = gluon.jit(getattr(positive_log, "fn", positive_log))
 _side = gluon.jit(getattr(uniform_side_from_bits, "fn", uniform_side_from_bits))
 _approx_log2_e = gluon.jit(getattr(approx_log2_exponential, "fn", approx_log2_exponential))
+_tile_weight = gluon.jit(getattr(tile_weight, "fn", tile_weight))
 
 #: The kernel's ``NOISE`` switch: ``off`` (benchmarks), ``exact`` (the exact noise of every token in the fast
 #: pass) or ``filtered`` (the fast pass ranks tokens by ``approx_log2_exponential`` and recomputes each row's
@@ -75,12 +77,17 @@ _approx_log2_e = gluon.jit(getattr(approx_log2_exponential, "fn", approx_log2_ex
 #: log-sum-exp, then a second pass over the staged tile that accumulates ``exp2`` against a threshold, in float32,
 #: in float64 (``lse_proxy_f64``) or as 64-bit fixed point (``lse_proxy_fixed``, ``exp2 * 2**56`` truncated)) --
 #: what a design with one uniform per (row, tile) instead of a Philox block per token pair would cost at least.
-NOISES = {"off": 0, "exact": 1, "filtered": 2, "lse_proxy": 3, "lse_proxy_f64": 4, "lse_proxy_fixed": 5}
+#: ``lse_proxy_design`` follows proofs/tile_inverse_cdf.md more closely: the row's maximum from the noise-free scan,
+#: then two passes of the reproducible integer weights (:func:`flashsampling.tile_weights.tile_weight`) summed in
+#: uint64, the second against half the row's total (no cross-thread prefix, no final select).
+NOISES = {"off": 0, "exact": 1, "filtered": 2, "lse_proxy": 3, "lse_proxy_f64": 4, "lse_proxy_fixed": 5,
+          "lse_proxy_design": 6}  # fmt: skip
 NOISE_EXACT = gl.constexpr(NOISES["exact"])
 NOISE_FILTERED = gl.constexpr(NOISES["filtered"])
 NOISE_LSE_PROXY = gl.constexpr(NOISES["lse_proxy"])
 NOISE_LSE_F64 = gl.constexpr(NOISES["lse_proxy_f64"])
 NOISE_LSE_FIXED = gl.constexpr(NOISES["lse_proxy_fixed"])
+NOISE_LSE_DESIGN = gl.constexpr(NOISES["lse_proxy_design"])
 LOG2E = gl.constexpr(1.4426950408889634)
 #: The filter's margin: a row's approximate winner stands if every other token's approximate score is below
 #: ``top - (2 * APPROX_GUMBEL_TOL + 2**-20 * |top|)`` (proofs/argmax_decomposition.md, Proposition 5).
@@ -261,7 +268,7 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
             # noisy is 1.0 or 0.0 per row: the product is exact, so this is z / T - log(E) or z / T.
             s_even = s_even - _log(_exponential(w0, w1)) * noisy
             s_odd = s_odd - _log(_exponential(w2, w3)) * noisy
-        if NOISE >= NOISE_LSE_PROXY:
+        if NOISE >= NOISE_LSE_PROXY and NOISE <= NOISE_LSE_FIXED:
             m_even = gl.maximum(lm_even, s_even)
             m_odd = gl.maximum(lm_odd, s_odd)
             ls_even = ls_even * gl.exp2((lm_even - m_even) * LOG2E) + gl.exp2((s_even - m_even) * LOG2E)
@@ -276,7 +283,10 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
         ct_odd = gl.where(gt, c2, ct_odd | (s_odd == run_odd).to(gl.int32))
         run_odd = gl.where(gt, s_odd, run_odd)
         z = z_next
-    if NOISE >= NOISE_LSE_PROXY:
+    if NOISE == NOISE_LSE_DESIGN:
+        bad = _design_proxy_passes(stage, cl, c_end, mult, bad, run_even, run_odd, pos_even, pos_odd, BM, BN, EV,
+                                   MASKED)  # fmt: skip
+    if NOISE >= NOISE_LSE_PROXY and NOISE <= NOISE_LSE_FIXED:
         # The inverse CDF's second pass: accumulate exp2 again and note where each slot crosses half its mass.
         if NOISE == NOISE_LSE_PROXY:
             cum_even = gl.zeros_like(mult)
@@ -314,6 +324,37 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
         live = (cum_even + cum_odd).to(gl.float32) + (at_even + at_odd).to(gl.float32)
         bad = bad + live * 0.0  # keeps the work live
     return run_even, run_odd, ct_even, ct_odd, bad
+
+
+@gluon.jit
+def _design_proxy_passes(stage, cl: gl.constexpr, c_end, mult, bad, run_even, run_odd, pos_even, pos_odd,
+                         BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr, MASKED: gl.constexpr):  # fmt: skip
+    """The ``lse_proxy_design`` timing mode's work after the noise-free scan: each row's maximum ``m``, then
+    two passes over the staged tile computing every token's integer weight (``tile_weight(z / T, m)``), the first
+    summing them per slot in uint64, the second noting where each slot's running sum passes half the row's total.
+    Returns ``bad`` with the results folded in as ``* 0.0`` (they must stay live)."""
+    top = gl.maximum(gl.max(run_even, axis=1), gl.max(run_odd, axis=1))
+    m = gl.zeros_like(mult) + top[:, None]
+    sum_even = gl.zeros_like(pos_even).to(gl.uint64)
+    sum_odd = gl.zeros_like(pos_even).to(gl.uint64)
+    for c in range(0, BN // EV):
+        s_even, s_odd, _b = _chunk_base(stage.index(c).load(cl), c, c_end, mult, bad, pos_even, pos_odd, BM, EV,
+                                        MASKED)  # fmt: skip
+        sum_even = sum_even + _tile_weight(s_even, m)
+        sum_odd = sum_odd + _tile_weight(s_odd, m)
+    half = gl.zeros_like(sum_even) + (gl.sum(sum_even + sum_odd, axis=1) >> 1)[:, None]
+    cum_even = gl.zeros_like(sum_even)
+    cum_odd = gl.zeros_like(sum_even)
+    at_even = gl.zeros_like(pos_even) - 1
+    at_odd = gl.zeros_like(pos_even) - 1
+    for c in range(0, BN // EV):
+        s_even, s_odd, _b = _chunk_base(stage.index(c).load(cl), c, c_end, mult, bad, pos_even, pos_odd, BM, EV,
+                                        MASKED)  # fmt: skip
+        cum_even = cum_even + _tile_weight(s_even, m)
+        cum_odd = cum_odd + _tile_weight(s_odd, m)
+        at_even = gl.where((at_even < 0) & (cum_even > half), c, at_even)
+        at_odd = gl.where((at_odd < 0) & (cum_odd > half), c, at_odd)
+    return bad + ((cum_even + cum_odd).to(gl.float32) + (at_even + at_odd).to(gl.float32)) * 0.0
 
 
 @gluon.jit
