@@ -71,31 +71,33 @@ else:
                                          pack=1)  # fmt: skip
 
     @device_function
+    def _unary(x, ASM: tl.constexpr):
+        """One float32 result of the PTX in ``ASM`` on ``x`` (each operation rounded as written)."""
+        return tl.inline_asm_elementwise(ASM, "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+
+    @device_function
     def _mul_log2e(d):
-        return tl.inline_asm_elementwise("mul.rn.f32 $0, $1, 0f3FB8AA3B;", "=r,r", [d], dtype=tl.float32,
-                                         is_pure=True, pack=1)  # fmt: skip
+        return _unary(d, "mul.rn.f32 $0, $1, 0f3FB8AA3B;")
 
     @device_function
     def _add_rounder(x):
-        return tl.inline_asm_elementwise("add.rn.f32 $0, $1, 0f4B400000;", "=r,r", [x], dtype=tl.float32,
-                                         is_pure=True, pack=1)  # fmt: skip
+        return _unary(x, "add.rn.f32 $0, $1, 0f4B400000;")
 
     @device_function
     def _sub_rounder(r):
-        return tl.inline_asm_elementwise("sub.rn.f32 $0, $1, 0f4B400000;", "=r,r", [r], dtype=tl.float32,
-                                         is_pure=True, pack=1)  # fmt: skip
+        return _unary(r, "sub.rn.f32 $0, $1, 0f4B400000;")
 
     @device_function
     def _horner(f):
-        return tl.inline_asm_elementwise(
+        return _unary(
+            f,
             "{ mul.rn.f32 $0, $1, 0f3920FD62; add.rn.f32 $0, $0, 0f3AAF9F29;"
             "  mul.rn.f32 $0, $0, $1; add.rn.f32 $0, $0, 0f3C1D96A7;"
             "  mul.rn.f32 $0, $0, $1; add.rn.f32 $0, $0, 0f3D635774;"
             "  mul.rn.f32 $0, $0, $1; add.rn.f32 $0, $0, 0f3E75FDEE;"
             "  mul.rn.f32 $0, $0, $1; add.rn.f32 $0, $0, 0f3F317218;"
             "  mul.rn.f32 $0, $0, $1; add.rn.f32 $0, $0, 0f3F800000; }",
-            "=r,r", [f], dtype=tl.float32, is_pure=True, pack=1,
-        )  # fmt: skip
+        )
 
 
 @device_function
