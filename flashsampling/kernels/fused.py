@@ -81,7 +81,8 @@ class TileConfig:
     handoff: bool = False
     #: With ``warp_specialized``: the fast pass ranks tokens by an approximate noise and recomputes each row's
     #: winner exactly (:func:`~flashsampling.kernels.pingpong._scan_tile_filtered`; the same candidates, about a
-    #: third fewer instructions per token; faster at B = 256 only, benchmarks/NOTES.md session 8).
+    #: third fewer instructions per token; no consistent gain measured, so off by default: benchmarks/NOTES.md
+    #: sessions 8 and 9).
     noise_filter: bool = False
 
     def __post_init__(self) -> None:
