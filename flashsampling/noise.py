@@ -11,7 +11,8 @@ launch layout, shard layout or world size).  Philox4x32-10 maps a 128-bit counte
 
 ``stream`` is a tag: ``STREAM_TOKEN = 0`` for the token noise, ``STREAM_GROUP = 1`` for the noise
 that picks a group in the grouped variants, ``STREAM_ONLINE = 2`` for the coin of the online
-variant's binary merge, ``STREAM_TIE = 3`` for the tie-break keys.  Philox is a bijection of the
+variant's binary merge, ``STREAM_TIE = 3`` for the tie-break keys, ``STREAM_TILE = 4`` for the 128-bit uniform
+of a tile's inverse-CDF draw (the prototype of :mod:`flashsampling.tile_cdf`).  Philox is a bijection of the
 128-bit counter for a fixed key, so no two distinct counters of one seed share a block; seeds ``s``
 and ``s + 1`` are different keys, so their streams do not overlap.  Limits: index, row and sample
 each below ``2**32``.
@@ -69,6 +70,7 @@ STREAM_TOKEN = 0
 STREAM_GROUP = 1
 STREAM_ONLINE = 2
 STREAM_TIE = 3
+STREAM_TILE = 4
 
 #: The largest Gumbel value the generator can return: -log(-log1p(-2**-65)) = 65 log 2.
 MAX_NOISE = 65.0 * float(np.log(2.0))

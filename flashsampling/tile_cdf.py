@@ -1,0 +1,102 @@
+"""The tile inverse-CDF sampler's NumPy twin: a prototype of proofs/tile_inverse_cdf.md, not in the public API.
+
+Stage 1 (:func:`tile_stage1_np`, the twin of :func:`flashsampling.kernels.tile_cdf.launch_tile_cdf_stage1`): per
+row and tile of ``block_v`` columns, the maximum score ``m``, the integer weights ``q``
+(:func:`flashsampling.tile_weights.tile_weights_np`) and their sum ``Q``, the 128-bit uniform ``U`` of the Philox
+block ``(tile_start, row, sample, STREAM_TILE)``, ``t = floor(U Q / 2**128)`` and the draw: the number of columns
+whose cumulative weight is at most ``t`` (the first column whose cumulative weight exceeds ``t``).
+
+Stage 2 (:func:`tile_logmass`, then :func:`flashsampling.grouped.choose_groups_np`): the tile by Gumbel-max over
+``L = m + ln Q - 55 ln 2`` with the group stream's noise, as the grouped variant chooses its groups.  The result's
+law is ``e^m q / sum e^m q`` within ``2**-128`` per token (proofs/tile_inverse_cdf.md, Propositions 1 and 2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .grouped import choose_groups_np
+from .noise import STREAM_TILE, philox4x32_np, split_seed
+from .tile_weights import WEIGHT_BITS, tile_weights_np
+
+
+def mulhi_u128_u64_np(w0, w1, w2, w3, q) -> np.ndarray:
+    """``floor(U * q / 2**128)`` elementwise, ``U = w0 + w1 2**32 + w2 2**64 + w3 2**96``, in exact integers."""
+    words = np.broadcast_arrays(*(np.asarray(x, dtype=np.uint64) for x in (w0, w1, w2, w3, q)))
+    out = [
+        ((int(a) | int(b) << 32 | int(c) << 64 | int(d) << 96) * int(e)) >> 128
+        for a, b, c, d, e in zip(*(x.reshape(-1) for x in words))
+    ]
+    return np.array(out, dtype=np.uint64).reshape(words[0].shape)
+
+
+def _tiles(s: np.ndarray, block_v: int) -> np.ndarray:
+    B, V = s.shape
+    K = -(-V // block_v)
+    out = np.full((B, K * block_v), -np.inf, dtype=np.float32)
+    out[:, :V] = s
+    return out.reshape(B, K, block_v)
+
+
+def tile_stage1_np(z32: np.ndarray, inv32: np.ndarray, seed: int, *, block_v: int = 256, sample=0):
+    """``(m [B, K] float32, Q [B, K] uint64, draw [B, K] int64)`` for float32 logits ``[B, V]`` and per-row float32
+    ``1/T > 0``; ``sample`` is an int or an array broadcast against ``[B, K]`` (one draw per entry)."""
+    z32 = np.asarray(z32, dtype=np.float32)
+    s = (z32 * np.asarray(inv32, dtype=np.float32)[:, None]).astype(np.float32)
+    tiles = _tiles(s, block_v)
+    B, K, _ = tiles.shape
+    m = tiles.max(axis=2)
+    q = tile_weights_np(tiles, m[:, :, None])
+    cum = np.cumsum(q, axis=2, dtype=np.uint64)
+    total = cum[:, :, -1]
+    lo, hi = split_seed(seed)
+    starts = (np.arange(K, dtype=np.uint64) * block_v)[None, :]
+    rows = np.arange(B, dtype=np.uint64)[:, None]
+    w0, w1, w2, w3 = philox4x32_np(starts, rows, np.asarray(sample, dtype=np.uint64), STREAM_TILE, lo, hi)
+    t = mulhi_u128_u64_np(w0, w1, w2, w3, total)
+    local = np.sum(cum <= t[:, :, None], axis=2)
+    return m, total, starts.astype(np.int64) + local
+
+
+def tile_logmass(m: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """``L = m + ln Q - 55 ln 2`` in float64 (``-inf`` where ``Q = 0``): the log of ``sum_i e^m q_i 2**-55``."""
+    with np.errstate(divide="ignore"):
+        log_q = np.log(np.asarray(total, dtype=np.float64))
+    return np.where(np.asarray(total) > 0, np.asarray(m, np.float64) + log_q - WEIGHT_BITS * math.log(2.0), -np.inf)
+
+
+def tile_cdf_sampler_np(logits: np.ndarray, temperature: float, n: int, seed: int, *, block_v: int = 256):
+    """``n`` samples (int64) of one row by the two-level rule: sample ``i`` chooses its tile with the group noise of
+    sample ``i`` and draws inside it with the tile uniform of sample ``i``.  ``temperature > 0``."""
+    if not temperature > 0:
+        raise ValueError(f"temperature={temperature} must be > 0 (greedy rows keep the argmax path)")
+    z32 = np.asarray(logits, dtype=np.float32)[None, :]
+    inv32 = np.float32(1.0) / np.array([temperature], dtype=np.float32)
+    m, total, _ = tile_stage1_np(z32, inv32, seed, block_v=block_v)
+    K = m.shape[1]
+    starts = np.arange(K, dtype=np.int64) * block_v
+    choice = choose_groups_np(tile_logmass(m[0], total[0]), starts, seed, n)
+    samples = np.arange(n, dtype=np.uint64)
+    # Every sample's draw inside its own chosen tile: stage 1 of that tile with the sample's uniform.
+    out = np.empty(n, dtype=np.int64)
+    for k in np.unique(choice):
+        sel = np.flatnonzero(choice == k)
+        cols = slice(k * block_v, min((k + 1) * block_v, z32.shape[1]))
+        draws = _draws_in_tile(z32[0, cols], inv32[0], seed, int(k * block_v), samples[sel], block_v)
+        out[sel] = draws
+    return out
+
+
+def _draws_in_tile(z32: np.ndarray, inv32: np.float32, seed: int, start: int, samples: np.ndarray, block_v: int):
+    """Global columns drawn inside one tile (row 0, first column ``start``) for the given sample indices."""
+    s = (z32 * inv32).astype(np.float32)
+    tile = np.full(block_v, -np.inf, dtype=np.float32)
+    tile[: s.shape[0]] = s
+    q = tile_weights_np(tile, tile.max())
+    cum = np.cumsum(q, dtype=np.uint64)
+    lo, hi = split_seed(seed)
+    w0, w1, w2, w3 = philox4x32_np(np.uint64(start), 0, samples, STREAM_TILE, lo, hi)
+    t = mulhi_u128_u64_np(w0, w1, w2, w3, cum[-1])
+    return start + np.searchsorted(cum, t, side="right").astype(np.int64)
