@@ -20,6 +20,7 @@ import numpy as np
 from .grouped import choose_groups_np
 from .noise import STREAM_TILE, philox4x32_np, split_seed
 from .tile_weights import WEIGHT_BITS, tile_weights_np
+from .twin import sample_twin_many
 
 
 def mulhi_u128_u64_np(w0, w1, w2, w3, q) -> np.ndarray:
@@ -69,9 +70,12 @@ def tile_logmass(m: np.ndarray, total: np.ndarray) -> np.ndarray:
 
 def tile_cdf_sampler_np(logits: np.ndarray, temperature: float, n: int, seed: int, *, block_v: int = 256):
     """``n`` samples (int64) of one row by the two-level rule: sample ``i`` chooses its tile with the group noise of
-    sample ``i`` and draws inside it with the tile uniform of sample ``i``.  ``temperature > 0``."""
+    sample ``i`` and draws inside it with the tile uniform of sample ``i``.  ``temperature = 0`` keeps the argmax
+    path (:func:`flashsampling.twin.sample_twin_many`, greedy)."""
+    if temperature == 0:
+        return sample_twin_many(np.asarray(logits, dtype=np.float32), 0.0, seed=seed, num_samples=n)
     if not temperature > 0:
-        raise ValueError(f"temperature={temperature} must be > 0 (greedy rows keep the argmax path)")
+        raise ValueError(f"temperature={temperature} must be >= 0")
     z32 = np.asarray(logits, dtype=np.float32)[None, :]
     inv32 = np.float32(1.0) / np.array([temperature], dtype=np.float32)
     m, total, _ = tile_stage1_np(z32, inv32, seed, block_v=block_v)

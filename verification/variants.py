@@ -7,7 +7,8 @@ Layers, as in the design's three layers of evidence:
 * ``twin``: NumPy code proven bit-exact to a kernel (fast on CPU, so n is large);
 * ``kernel``: the Triton kernel itself (interpreted on CPU, so n is small there; compiled on GPU).
 
-Variants whose module has not landed (grouped, online, tensor parallel) are skipped silently.
+Variants whose module has not landed (grouped, online, tensor parallel, the tile inverse-CDF prototype) are skipped
+silently.
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ def registry() -> list[Variant]:
         ("grouped-parallel", "flashsampling.grouped", "grouped_sampler_np", 60_000_000),
         ("online", "flashsampling.online", "online_sampler_np", 60_000_000),
         ("tp-factorized", "flashsampling.distributed", "tp_factorized_sampler_np", 60_000_000),
+        ("tile-cdf-prototype", "flashsampling.tile_cdf", "tile_cdf_sampler_np", 60_000_000),
     ):
         fn = _optional(module, attr)
         if fn is not None:
