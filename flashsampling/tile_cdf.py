@@ -18,9 +18,9 @@ import math
 import numpy as np
 
 from .grouped import choose_groups_np
-from .noise import STREAM_TILE, philox4x32_np, split_seed
+from .noise import STREAM_GROUP, STREAM_TILE, philox4x32_np, split_seed, token_noise_np
 from .tile_weights import WEIGHT_BITS, tile_weights_np
-from .twin import sample_twin_many
+from .twin import sample_twin_many, select
 
 
 def mulhi_u128_u64_np(w0, w1, w2, w3, q) -> np.ndarray:
@@ -104,3 +104,30 @@ def _draws_in_tile(z32: np.ndarray, inv32: np.float32, seed: int, start: int, sa
     w0, w1, w2, w3 = philox4x32_np(np.uint64(start), 0, samples, STREAM_TILE, lo, hi)
     t = mulhi_u128_u64_np(w0, w1, w2, w3, cum[-1])
     return start + np.searchsorted(cum, t, side="right").astype(np.int64)
+
+
+def choose_tiles_np(logmass: np.ndarray, seed: int, block_v: int = 256) -> np.ndarray:
+    """Stage 2 for sample 0 of every row: ``argmax_k (L[r, k] + G'_k)`` with the group stream's noise of the block
+    ``(k * block_v, row, 0, STREAM_GROUP)`` (as :func:`choose_groups_np`), exact ties by its key; ``[B]`` int64."""
+    B, K = logmass.shape
+    starts = (np.arange(K, dtype=np.uint32) * np.uint32(block_v))[None, :]
+    g, key = token_noise_np(seed, np.arange(B, dtype=np.uint32)[:, None], starts, 0, STREAM_GROUP)
+    return select(logmass + g.astype(np.float64), key).astype(np.int64)
+
+
+def sample_tile_cdf_from_logits(logits, temperature: float, seed: int, *, block_b: int = 4, block_v: int = 256):
+    """The prototype end to end: stage 1 on the logits' device (:func:`~flashsampling.kernels.tile_cdf.
+    launch_tile_cdf_stage1`; compiled on a GPU, interpreted on the CPU), stage 2 here (:func:`choose_tiles_np`).
+    ``logits``: torch ``[B, V]`` float32; one token per row (sample 0 of each row's streams), int64 ``[B]``.
+    ``temperature > 0``."""
+    import torch
+
+    from .kernels.tile_cdf import launch_tile_cdf_stage1
+
+    if not temperature > 0:
+        raise ValueError(f"temperature={temperature} must be > 0 for the prototype")
+    inv = torch.full((logits.shape[0],), float(np.float32(1.0) / np.float32(temperature)), device=logits.device)
+    lo, hi = split_seed(seed)
+    m, total, draw = (x.cpu().numpy() for x in launch_tile_cdf_stage1(logits, inv, lo, hi, block_b, block_v))
+    k = choose_tiles_np(tile_logmass(m, total), seed, block_v)
+    return draw[np.arange(draw.shape[0]), k]

@@ -24,7 +24,14 @@ import flashsampling.tile_cdf as tile_cdf
 from flashsampling.kernels.tile_cdf import launch_tile_cdf_stage1, mulhi_u128_u64
 from flashsampling.noise import split_seed
 from flashsampling.reference import softmax
-from flashsampling.tile_cdf import mulhi_u128_u64_np, tile_cdf_sampler_np, tile_stage1_np
+from flashsampling.tile_cdf import (
+    choose_tiles_np,
+    mulhi_u128_u64_np,
+    sample_tile_cdf_from_logits,
+    tile_cdf_sampler_np,
+    tile_logmass,
+    tile_stage1_np,
+)
 from tests.stat_checks import assert_fits_with_tail, many_tail_logits
 from verification import goodness_of_fit
 
@@ -119,3 +126,15 @@ def test_power_against_choice_by_max_score(monkeypatch):
     monkeypatch.setattr(tile_cdf, "tile_logmass", lambda m, total: np.asarray(m, np.float64))
     res = goodness_of_fit(tile_cdf_sampler_np(z, 0.7, N, seed=2), softmax(z, 0.7), alpha=ALPHA)
     assert not res.passed, res
+
+
+def test_end_to_end_kernel_equals_twin(device):
+    """Stage 1 on the device and stage 2 on the host give, row by row, the twin's tokens (rows reading one logits
+    row with stride 0, as the main job's variant does)."""
+    z = np.random.default_rng(4).normal(0, 2, 700).astype(np.float32)
+    rows = 40
+    got = sample_tile_cdf_from_logits(torch.from_numpy(z).to(device)[None, :].expand(rows, -1), 0.7, seed=9)
+    zz = np.broadcast_to(z, (rows, 700))
+    m, total, draw = tile_stage1_np(zz, np.full(rows, np.float32(1) / np.float32(0.7), np.float32), 9)
+    want = draw[np.arange(rows), choose_tiles_np(tile_logmass(m, total), 9)]
+    assert np.array_equal(got, want)

@@ -124,6 +124,21 @@ def _kernel_matmul(case: Case, n: int, seed: int) -> np.ndarray:
     return tok.reshape(-1)[:n].cpu().numpy()
 
 
+def _kernel_tile_cdf(case: Case, n: int, seed: int) -> np.ndarray:
+    """The tile inverse-CDF prototype (proofs/tile_inverse_cdf.md): its Triton stage 1 on ``n`` rows that all read
+    the case's logits (row stride 0), one token per row (each row its own streams), stage 2 on the host."""
+    import torch
+
+    import flashsampling
+    from flashsampling.tile_cdf import sample_tile_cdf_from_logits
+
+    if case.temperature == 0:
+        raise NotImplementedError("the prototype has no greedy path")
+    device = "cpu" if flashsampling.INTERPRET else "cuda"
+    z = torch.tensor(case.logits, dtype=torch.float32, device=device)[None, :].expand(n, -1)
+    return sample_tile_cdf_from_logits(z, case.temperature, seed, block_b=64 if flashsampling.INTERPRET else 4)
+
+
 def _optional(module: str, attr: str) -> Callable | None:
     try:
         fn = getattr(importlib.import_module(module), attr)
@@ -145,6 +160,7 @@ def registry() -> list[Variant]:
             "kernel-fused-logits", "kernel", _kernel_logits, 8_000_000, cpu_max_n=64 * 160, maxima=_kernel_logits_maxima
         ),
         Variant("kernel-fused-matmul", "kernel", _kernel_matmul, 4_000_000, cpu_max_n=64 * 80),
+        Variant("kernel-tile-cdf-prototype", "kernel", _kernel_tile_cdf, 2_000_000, cpu_max_n=64 * 32),
     ]
     for name, module, attr, budget in (
         ("grouped-parallel", "flashsampling.grouped", "grouped_sampler_np", 60_000_000),
