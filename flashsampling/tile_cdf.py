@@ -33,7 +33,8 @@ def mulhi_u128_u64_np(w0, w1, w2, w3, q) -> np.ndarray:
     return np.array(out, dtype=np.uint64).reshape(words[0].shape)
 
 
-def _tiles(s: np.ndarray, block_v: int) -> np.ndarray:
+def pad_tiles(s: np.ndarray, block_v: int) -> np.ndarray:
+    """Float32 scores ``[B, V]`` as tiles ``[B, K, block_v]``, the last one padded with ``-inf``."""
     B, V = s.shape
     K = -(-V // block_v)
     out = np.full((B, K * block_v), -np.inf, dtype=np.float32)
@@ -41,23 +42,29 @@ def _tiles(s: np.ndarray, block_v: int) -> np.ndarray:
     return out.reshape(B, K, block_v)
 
 
+def _tile_draws(tiles: np.ndarray, starts, rows, samples, seed: int):
+    """``(m, Q, local draw)`` of float32 tiles ``[..., block_v]`` whose uniforms come from the Philox blocks
+    ``(starts, rows, samples, STREAM_TILE)`` (broadcast against ``tiles``' leading axes)."""
+    m = tiles.max(axis=-1)
+    q = tile_weights_np(tiles, m[..., None])
+    cum = np.cumsum(q, axis=-1, dtype=np.uint64)
+    total = cum[..., -1]
+    lo, hi = split_seed(seed)
+    w0, w1, w2, w3 = philox4x32_np(starts, rows, samples, STREAM_TILE, lo, hi)
+    t = mulhi_u128_u64_np(w0, w1, w2, w3, total)
+    return m, total, np.sum(cum <= t[..., None], axis=-1)
+
+
 def tile_stage1_np(z32: np.ndarray, inv32: np.ndarray, seed: int, *, block_v: int = 256, sample=0):
     """``(m [B, K] float32, Q [B, K] uint64, draw [B, K] int64)`` for float32 logits ``[B, V]`` and per-row float32
     ``1/T > 0``; ``sample`` is an int or an array broadcast against ``[B, K]`` (one draw per entry)."""
     z32 = np.asarray(z32, dtype=np.float32)
     s = (z32 * np.asarray(inv32, dtype=np.float32)[:, None]).astype(np.float32)
-    tiles = _tiles(s, block_v)
+    tiles = pad_tiles(s, block_v)
     B, K, _ = tiles.shape
-    m = tiles.max(axis=2)
-    q = tile_weights_np(tiles, m[:, :, None])
-    cum = np.cumsum(q, axis=2, dtype=np.uint64)
-    total = cum[:, :, -1]
-    lo, hi = split_seed(seed)
     starts = (np.arange(K, dtype=np.uint64) * block_v)[None, :]
     rows = np.arange(B, dtype=np.uint64)[:, None]
-    w0, w1, w2, w3 = philox4x32_np(starts, rows, np.asarray(sample, dtype=np.uint64), STREAM_TILE, lo, hi)
-    t = mulhi_u128_u64_np(w0, w1, w2, w3, total)
-    local = np.sum(cum <= t[:, :, None], axis=2)
+    m, total, local = _tile_draws(tiles, starts, rows, np.asarray(sample, dtype=np.uint64), seed)
     return m, total, starts.astype(np.int64) + local
 
 
@@ -83,27 +90,14 @@ def tile_cdf_sampler_np(logits: np.ndarray, temperature: float, n: int, seed: in
     starts = np.arange(K, dtype=np.int64) * block_v
     choice = choose_groups_np(tile_logmass(m[0], total[0]), starts, seed, n)
     samples = np.arange(n, dtype=np.uint64)
-    # Every sample's draw inside its own chosen tile: stage 1 of that tile with the sample's uniform.
+    tiles = pad_tiles((z32 * inv32[:, None]).astype(np.float32), block_v)[0]
+    # Every sample's draw inside its own chosen tile, with the sample's uniform.
     out = np.empty(n, dtype=np.int64)
     for k in np.unique(choice):
         sel = np.flatnonzero(choice == k)
-        cols = slice(k * block_v, min((k + 1) * block_v, z32.shape[1]))
-        draws = _draws_in_tile(z32[0, cols], inv32[0], seed, int(k * block_v), samples[sel], block_v)
-        out[sel] = draws
+        start = np.uint64(k * block_v)
+        out[sel] = int(start) + _tile_draws(tiles[k], start, np.uint64(0), samples[sel], seed)[2]
     return out
-
-
-def _draws_in_tile(z32: np.ndarray, inv32: np.float32, seed: int, start: int, samples: np.ndarray, block_v: int):
-    """Global columns drawn inside one tile (row 0, first column ``start``) for the given sample indices."""
-    s = (z32 * inv32).astype(np.float32)
-    tile = np.full(block_v, -np.inf, dtype=np.float32)
-    tile[: s.shape[0]] = s
-    q = tile_weights_np(tile, tile.max())
-    cum = np.cumsum(q, dtype=np.uint64)
-    lo, hi = split_seed(seed)
-    w0, w1, w2, w3 = philox4x32_np(np.uint64(start), 0, samples, STREAM_TILE, lo, hi)
-    t = mulhi_u128_u64_np(w0, w1, w2, w3, cum[-1])
-    return start + np.searchsorted(cum, t, side="right").astype(np.int64)
 
 
 def choose_tiles_np(logmass: np.ndarray, seed: int, block_v: int = 256) -> np.ndarray:

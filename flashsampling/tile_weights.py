@@ -114,6 +114,16 @@ def tile_weight(s, m):
     return (p * scale).to(tl.uint64)  # exact product (a power of two), truncated: the floor
 
 
+def exp2_poly_np(f: np.ndarray) -> np.ndarray:
+    """``P(f)``, the float32 ``2**f`` on ``[-1/2, 1/2]``: Horner's rule on :data:`EXP2_COEFFS`, each product and
+    each sum rounded to float32 (the kernel's ``mul.rn``/``add.rn``)."""
+    f = np.asarray(f, dtype=np.float32)
+    p = np.full_like(f, EXP2_COEFFS[-1])
+    for c in EXP2_COEFFS[-2::-1]:
+        p = ((p * f).astype(np.float32) + c).astype(np.float32)
+    return p
+
+
 def tile_weights_np(s: np.ndarray, m: np.ndarray) -> np.ndarray:
     """NumPy twin of :func:`tile_weight` (uint64, the same bits): ``s`` and ``m`` float32, broadcast together."""
     s, m = np.broadcast_arrays(np.asarray(s, np.float32), np.asarray(m, np.float32))
@@ -122,9 +132,7 @@ def tile_weights_np(s: np.ndarray, m: np.ndarray) -> np.ndarray:
         n = ((x + _ROUNDER).astype(np.float32) - _ROUNDER).astype(np.float32)
         valid = n >= -WEIGHT_BITS
         f = (x - np.where(valid, n, np.float32(0))).astype(np.float32)
-    p = np.full_like(f, EXP2_COEFFS[-1])
-    for c in EXP2_COEFFS[-2::-1]:
-        p = ((p * f).astype(np.float32) + c).astype(np.float32)
+    p = exp2_poly_np(f)
     k = np.where(valid, n + WEIGHT_BITS, 0).astype(np.int64)
     q = np.floor(np.ldexp(np.where(valid, p, 0).astype(np.float64), k))
     return q.astype(np.uint64)

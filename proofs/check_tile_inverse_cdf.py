@@ -1,8 +1,8 @@
 """Checks of tile_inverse_cdf.md: sampling inside a vocabulary tile by an integer inverse CDF (a design for the
 kernel, not yet built; benchmarks/NOTES.md session 9 section 5 measured its cost).
 
-* ``exp2_poly``: the float32 ``2**f`` on ``[-1/2, 1/2]`` (degree-6 polynomial, Horner with separately rounded
-  float32 operations, so that NumPy reproduces the kernel's bits); ``exp2_error`` measures its relative error.
+* ``exp2_error``: the relative error of the float32 ``2**f`` on ``[-1/2, 1/2]`` of the weights
+  (:func:`flashsampling.tile_weights.exp2_poly_np`: degree 6, Horner with separately rounded float32 operations).
 * ``integer_weights``: a tile's maximum score ``m`` and weights ``q_i = floor(2**55 * 2**x_i)``,
   ``x_i = fl(fl(s_i - m) * fl(log2 e))``.
 * ``draw_index`` and ``exact_index_law``: the inverse CDF on integers, ``t = floor(U * Q / 2**b)``; the law of the
@@ -28,7 +28,10 @@ import numpy as np
 if __package__ in (None, ""):  # run as `python proofs/check_tile_inverse_cdf.py`: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flashsampling.tile_weights import EXP2_COEFFS, WEIGHT_BITS, tile_weights_np  # noqa: E402
+from flashsampling.reference import logsumexp  # noqa: E402
+from flashsampling.tile_cdf import pad_tiles  # noqa: E402
+from flashsampling.tile_weights import WEIGHT_BITS, exp2_poly_np, tile_weights_np  # noqa: E402
+from verification.planted import total_variation  # noqa: E402
 
 TILE = 256
 #: ``q_i <= 2**SCALE_BITS``, so a tile of 256 sums below ``2**63``: uint64 without overflow.
@@ -42,24 +45,14 @@ MAX_REL = 1e-4
 TAIL_NATS = 25.0
 
 
-def exp2_poly(f: np.ndarray) -> np.ndarray:
-    """``2**f`` for float32 ``f`` in ``[-1/2, 1/2]``: Horner's rule on :data:`EXP2_COEFFS` with each product and
-    sum rounded to float32 (no fused multiply-add: the kernel would use ``mul.rn``/``add.rn``)."""
-    f = np.asarray(f, dtype=np.float32)
-    p = np.full_like(f, EXP2_COEFFS[-1])
-    for c in EXP2_COEFFS[-2::-1]:
-        p = (p * f).astype(np.float32) + c
-    return p.astype(np.float32)
-
-
 def exp2_error(n_points: int = 1 << 22, seed: int = 0) -> float:
-    """Largest ``|exp2_poly(f) / 2**f - 1|`` over ``n_points`` random float32 ``f`` in ``[-1/2, 1/2]``, the
+    """Largest ``|exp2_poly_np(f) / 2**f - 1|`` over ``n_points`` random float32 ``f`` in ``[-1/2, 1/2]``, the
     interval's ends, zero and tiny values (the reference ``2**f`` in float64)."""
     rng = np.random.default_rng(seed)
     f = rng.uniform(-0.5, 0.5, n_points).astype(np.float32)
     edges = np.float32([-0.5, 0.5, 0.0, -(2.0**-30), 2.0**-30, np.nextafter(np.float32(0.5), np.float32(0))])
     f = np.concatenate([f, edges])
-    return float(np.max(np.abs(exp2_poly(f).astype(np.float64) / np.exp2(f.astype(np.float64)) - 1.0)))
+    return float(np.max(np.abs(exp2_poly_np(f).astype(np.float64) / np.exp2(f.astype(np.float64)) - 1.0)))
 
 
 def integer_weights(scores: np.ndarray, scale_bits: int = SCALE_BITS) -> tuple[np.ndarray, np.ndarray]:
@@ -122,13 +115,11 @@ def index_law_trials(n_trials: int = 200, u_bits: int = 12, seed: int = 0) -> di
 
 
 def _tiles(s: np.ndarray) -> np.ndarray:
-    pad = (-len(s)) % TILE
-    return np.concatenate([s, np.full(pad, -np.inf, np.float32)]).reshape(-1, TILE)
+    return pad_tiles(np.asarray(s, np.float32)[None, :], TILE)[0]
 
 
 def _normalize(log_w: np.ndarray) -> np.ndarray:
-    top = np.max(log_w[np.isfinite(log_w)])
-    return log_w - (top + math.log(np.sum(np.exp(log_w - top))))
+    return log_w - logsumexp(log_w)[0]
 
 
 def scores_of(z32: np.ndarray, temperature: float) -> np.ndarray:
@@ -179,7 +170,7 @@ def compare(log_target: np.ndarray, log_law: np.ndarray, tail_nats: float = TAIL
         if sel.any():
             bins[f"{lo}-{lo + 5}"] = float(np.max(rel[sel]))
     near = (dist < tail_nats) & np.isfinite(log_target)
-    return {"tv": float(0.5 * np.sum(np.abs(p - r))), "max_rel_near_top": float(np.max(rel[near])), "rel_by_nats": bins}
+    return {"tv": total_variation(p, r), "max_rel_near_top": float(np.max(rel[near])), "rel_by_nats": bins}
 
 
 def tv_bound(s: np.ndarray, eta: float) -> float:

@@ -6,10 +6,12 @@ weight sums, draws) equals the NumPy twin bit for bit (the interpreter here; com
 Layer 2 (statistical): the twin's two-level sampler against the exact softmax.
 
 Family: ``STAT_CHECKS`` checks at ``ALPHA = 1e-6`` each, so an exact sampler fails this file with probability at
-most ``2e-6`` (Bonferroni).  At ``N = 100_000`` draws the chi-square detects a total variation of
-``verification.min_detectable_tv(N, bins)`` with power 0.99 (printed in the assertion messages), and
-``test_power_against_choice_by_max_score`` shows a check of the same size failing on the planted defect of
-choosing the tile by its maximum score instead of its log-mass.
+most ``3e-6`` (Bonferroni).  At ``N = 100_000`` draws the chi-square of
+``test_sampler_matches_softmax_at_a_temperature`` detects a total variation of 0.023 over its bins with power 0.99
+(``GofResult.min_detectable_tv``, asserted below).  ``test_power_at_the_detectable_size`` shows the same check
+failing on a bias of that size (a temperature of 0.72 instead of 0.70: TV 0.025), and
+``test_power_against_choice_by_max_score`` on the planted defect of choosing the tile by its maximum score instead
+of its log-mass (TV 0.22).
 """
 
 from __future__ import annotations
@@ -34,10 +36,13 @@ from flashsampling.tile_cdf import (
 )
 from tests.stat_checks import assert_fits_with_tail, many_tail_logits
 from verification import goodness_of_fit
+from verification.planted import total_variation
 
 ALPHA = 1e-6
-STAT_CHECKS = 2
+STAT_CHECKS = 3  # the tail row (chi-square, binomial tail) and the temperature row (chi-square)
 N = 100_000
+#: What the temperature row's chi-square detects with power 0.99 at N (GofResult.min_detectable_tv: 0.02339).
+DETECTABLE_TV = 0.0234
 
 
 @triton.jit
@@ -113,16 +118,30 @@ def test_sampler_matches_softmax_with_its_tail():
     assert_fits_with_tail(tile_cdf_sampler_np(z, 1.0, N, seed=11), z, alpha=ALPHA)
 
 
+def _temperature_row() -> np.ndarray:
+    return np.random.default_rng(8).normal(0, 2, 600).astype(np.float32).astype(np.float64)
+
+
 def test_sampler_matches_softmax_at_a_temperature():
-    z = np.random.default_rng(8).normal(0, 2, 600).astype(np.float32).astype(np.float64)
+    z = _temperature_row()
     res = goodness_of_fit(tile_cdf_sampler_np(z, 0.7, N, seed=2), softmax(z, 0.7), alpha=ALPHA)
     assert res.passed, res.diagnosis()
+    assert res.min_detectable_tv <= DETECTABLE_TV and res.power >= 0.99
+
+
+def test_power_at_the_detectable_size():
+    """A bias just above the detectable size: the sampler run at T = 0.72 against the T = 0.70 target."""
+    z = _temperature_row()
+    p = softmax(z, 0.7)
+    assert total_variation(p, softmax(z, 0.72)) >= DETECTABLE_TV  # 0.0250
+    res = goodness_of_fit(tile_cdf_sampler_np(z, 0.72, N, seed=2), p, alpha=ALPHA)
+    assert not res.passed, res
 
 
 def test_power_against_choice_by_max_score(monkeypatch):
     """The planted defect: the tile chosen by Gumbel-max over its maximum score instead of its log-mass.  The check
     of ``test_sampler_matches_softmax_at_a_temperature`` fails on it."""
-    z = np.random.default_rng(8).normal(0, 2, 600).astype(np.float32).astype(np.float64)
+    z = _temperature_row()
     monkeypatch.setattr(tile_cdf, "tile_logmass", lambda m, total: np.asarray(m, np.float64))
     res = goodness_of_fit(tile_cdf_sampler_np(z, 0.7, N, seed=2), softmax(z, 0.7), alpha=ALPHA)
     assert not res.passed, res

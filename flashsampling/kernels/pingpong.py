@@ -287,43 +287,55 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
         bad = _design_proxy_passes(stage, cl, c_end, mult, bad, run_even, run_odd, pos_even, pos_odd, BM, BN, EV,
                                    MASKED)  # fmt: skip
     if NOISE >= NOISE_LSE_PROXY and NOISE <= NOISE_LSE_FIXED:
-        # The inverse CDF's second pass: accumulate exp2 again and note where each slot crosses half its mass.
-        if NOISE == NOISE_LSE_PROXY:
-            cum_even = gl.zeros_like(mult)
-            cum_odd = gl.zeros_like(mult)
-            half_even = ls_even * 0.5
-            half_odd = ls_odd * 0.5
-        elif NOISE == NOISE_LSE_F64:
-            cum_even = gl.zeros_like(mult).to(gl.float64)
-            cum_odd = gl.zeros_like(mult).to(gl.float64)
-            half_even = (ls_even * 0.5).to(gl.float64)
-            half_odd = (ls_odd * 0.5).to(gl.float64)
-        else:
-            cum_even = gl.zeros_like(mult).to(gl.uint64)
-            cum_odd = gl.zeros_like(mult).to(gl.uint64)
-            half_even = (ls_even * 36028797018963968.0).to(gl.uint64)
-            half_odd = (ls_odd * 36028797018963968.0).to(gl.uint64)
-        at_even = gl.zeros_like(pos_even) - 1
-        at_odd = gl.zeros_like(pos_even) - 1
-        for c in range(0, BN // EV):
-            z = stage.index(c).load(cl)
-            s_even, s_odd, _b = _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM, EV, MASKED)
-            p_even = gl.exp2((s_even - lm_even) * LOG2E)
-            p_odd = gl.exp2((s_odd - lm_odd) * LOG2E)
-            if NOISE == NOISE_LSE_PROXY:
-                cum_even = cum_even + p_even
-                cum_odd = cum_odd + p_odd
-            elif NOISE == NOISE_LSE_F64:
-                cum_even = cum_even + p_even.to(gl.float64)
-                cum_odd = cum_odd + p_odd.to(gl.float64)
-            else:
-                cum_even = cum_even + (p_even * 72057594037927936.0).to(gl.uint64)
-                cum_odd = cum_odd + (p_odd * 72057594037927936.0).to(gl.uint64)
-            at_even = gl.where((at_even < 0) & (cum_even > half_even), c, at_even)
-            at_odd = gl.where((at_odd < 0) & (cum_odd > half_odd), c, at_odd)
-        live = (cum_even + cum_odd).to(gl.float32) + (at_even + at_odd).to(gl.float32)
-        bad = bad + live * 0.0  # keeps the work live
+        bad = _lse_proxy_second_pass(stage, cl, c_end, mult, bad, lm_even, lm_odd, ls_even, ls_odd, pos_even, pos_odd,
+                                     BM, BN, EV, NOISE, MASKED)  # fmt: skip
     return run_even, run_odd, ct_even, ct_odd, bad
+
+
+@gluon.jit
+def _proxy_weight(p, NOISE: gl.constexpr):
+    """An ``exp2`` value as the ``lse_proxy*`` modes accumulate it: float32, float64, or fixed point ``p * 2**56``."""
+    if NOISE == NOISE_LSE_PROXY:
+        return p
+    elif NOISE == NOISE_LSE_F64:
+        return p.to(gl.float64)
+    else:
+        return (p * 72057594037927936.0).to(gl.uint64)
+
+
+@gluon.jit
+def _proxy_half(total, NOISE: gl.constexpr):
+    """Half of a float32 sum of ``exp2`` values, as :func:`_proxy_weight` accumulates them (``2**55 total`` in
+    fixed point)."""
+    if NOISE == NOISE_LSE_PROXY:
+        return total * 0.5
+    elif NOISE == NOISE_LSE_F64:
+        return (total * 0.5).to(gl.float64)
+    else:
+        return (total * 36028797018963968.0).to(gl.uint64)
+
+
+@gluon.jit
+def _lse_proxy_second_pass(stage, cl: gl.constexpr, c_end, mult, bad, lm_even, lm_odd, ls_even, ls_odd, pos_even,
+                           pos_odd, BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr, NOISE: gl.constexpr,
+                           MASKED: gl.constexpr):  # fmt: skip
+    """The inverse CDF's second pass of the ``lse_proxy*`` timing modes: accumulate ``exp2`` again (per-slot maxima
+    ``lm``, sums ``ls`` from the first pass) and note where each slot crosses half its mass.  Returns ``bad`` with
+    the results folded in as ``* 0.0`` (they must stay live)."""
+    cum_even = _proxy_weight(gl.zeros_like(mult), NOISE)
+    cum_odd = _proxy_weight(gl.zeros_like(mult), NOISE)
+    half_even = _proxy_half(ls_even, NOISE)
+    half_odd = _proxy_half(ls_odd, NOISE)
+    at_even = gl.zeros_like(pos_even) - 1
+    at_odd = gl.zeros_like(pos_even) - 1
+    for c in range(0, BN // EV):
+        s_even, s_odd, _b = _chunk_base(stage.index(c).load(cl), c, c_end, mult, bad, pos_even, pos_odd, BM, EV,
+                                        MASKED)  # fmt: skip
+        cum_even = cum_even + _proxy_weight(gl.exp2((s_even - lm_even) * LOG2E), NOISE)
+        cum_odd = cum_odd + _proxy_weight(gl.exp2((s_odd - lm_odd) * LOG2E), NOISE)
+        at_even = gl.where((at_even < 0) & (cum_even > half_even), c, at_even)
+        at_odd = gl.where((at_odd < 0) & (cum_odd > half_odd), c, at_odd)
+    return bad + ((cum_even + cum_odd).to(gl.float32) + (at_even + at_odd).to(gl.float32)) * 0.0
 
 
 @gluon.jit
