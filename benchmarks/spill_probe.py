@@ -38,6 +38,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--batches", default="1,2,4,8,16,32")
+    parser.add_argument("--after-inductor", action="store_true",
+                        help="first run a torch.compile'd sampler in this process, as the harness does")  # fmt: skip
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -45,6 +47,10 @@ def main() -> None:
     w = (torch.randn(V, D, device="cuda") * 0.02).to(torch.bfloat16)
     arch = f"sm_{torch.cuda.get_device_capability()[0]}{torch.cuda.get_device_capability()[1]}a"
     rows = []
+    if args.after_inductor:
+        gumbel = torch.compile(lambda z: torch.argmax(z.float() - torch.log(-torch.log(torch.rand_like(z.float())))))
+        gumbel(torch.randn(2, D, device="cuda").to(torch.bfloat16) @ w.T)
+        torch.cuda.synchronize()
     for B in (int(b) for b in args.batches.split(",")):
         h = torch.randn(B, D, device="cuda").to(torch.bfloat16)
         tiles = choose_tiles(h, w, 1)
