@@ -43,7 +43,8 @@ from benchmarks.common import (  # noqa: E402
     multinomial_sampler,
 )
 from flashsampling._validate import check_temperature  # noqa: E402
-from flashsampling.kernels.fused import choose_tiles, launch_fused_stage1  # noqa: E402
+from flashsampling.tile_cdf import sample_fused_tile_cdf  # noqa: E402
+from flashsampling.kernels.fused import choose_tiles, launch_fused_stage1, warp_specialized_supported  # noqa: E402
 
 SHAPES = [(128256, 4096), (151936, 4096), (151936, 5120), (128256, 8192), (201088, 2880)]
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -106,6 +107,8 @@ def methods(h, w, temps, flashinfer_sample):
     }
     if flashinfer_sample is not None:
         out["flashinfer"] = lambda: flashinfer_sample((h @ w.T) / T)
+    if warp_specialized_supported(h, w):  # the tile inverse-CDF sampler (another stream; proofs/tile_inverse_cdf.md)
+        out["fused_tile_cdf"] = lambda: sample_fused_tile_cdf(h, w, temperature=T, seed=1234, host_checks=False)
     return out
 
 
@@ -146,6 +149,8 @@ def main() -> None:
             ms = methods(h, w, temps, fi_sample)
             ms["fused_graph"] = graphed(ms["fused"])
             ms["matmul_graph"] = graphed(ms["matmul"])
+            if "fused_tile_cdf" in ms:
+                ms["fused_tile_cdf_graph"] = graphed(ms["fused_tile_cdf"])
             for name, fn in ms.items():
                 try:
                     r[f"{name}_ms"] = bench_ms(fn)

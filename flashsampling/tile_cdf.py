@@ -42,29 +42,45 @@ def pad_tiles(s: np.ndarray, block_v: int) -> np.ndarray:
     return out.reshape(B, K, block_v)
 
 
-def _tile_draws(tiles: np.ndarray, starts, rows, samples, seed: int):
+def slot_order(block_v: int = 256, chunk: int = 32) -> np.ndarray:
+    """The fused kernel's draw order of a tile's columns (:func:`flashsampling.kernels.pingpong._tile_cdf_draw`):
+    ``order[rank]`` is the tile column of rank ``rank``.  Column ``c * chunk + 8j + 2q + e`` (chunk ``c``, token pair
+    ``(j, q)`` of the chunk, element ``e``) has rank ``((q * chunk / 8 + j) * (block_v / chunk) + c) * 2 + e``: the
+    kernel's slots in the order ``(q, j)``, each slot's tokens by chunk, then by element.  Any fixed order gives the
+    same law (the inverse CDF is exact in every order); this one lets each thread count its own tokens."""
+    col = np.arange(block_v)
+    q, j, c, e = (col % 8) // 2, (col % chunk) // 8, col // chunk, col % 2
+    return np.argsort(((q * (chunk // 8) + j) * (block_v // chunk) + c) * 2 + e, kind="stable")
+
+
+def _tile_draws(tiles: np.ndarray, starts, rows, samples, seed: int, order: np.ndarray | None = None):
     """``(m, Q, local draw)`` of float32 tiles ``[..., block_v]`` whose uniforms come from the Philox blocks
-    ``(starts, rows, samples, STREAM_TILE)`` (broadcast against ``tiles``' leading axes)."""
+    ``(starts, rows, samples, STREAM_TILE)`` (broadcast against ``tiles``' leading axes).  The cumulative weights
+    run over the columns in ``order`` (natural order if ``None``); the draw is a tile column either way."""
     m = tiles.max(axis=-1)
     q = tile_weights_np(tiles, m[..., None])
-    cum = np.cumsum(q, axis=-1, dtype=np.uint64)
+    cum = np.cumsum(q if order is None else q[..., order], axis=-1, dtype=np.uint64)
     total = cum[..., -1]
     lo, hi = split_seed(seed)
     w0, w1, w2, w3 = philox4x32_np(starts, rows, samples, STREAM_TILE, lo, hi)
     t = mulhi_u128_u64_np(w0, w1, w2, w3, total)
-    return m, total, np.sum(cum <= t[..., None], axis=-1)
+    rank = np.sum(cum <= t[..., None], axis=-1)
+    # (A tile of weight 0 -- all -inf, never chosen -- counts every column: rank block_v, clamped as the kernel does.)
+    return m, total, rank if order is None else order[np.minimum(rank, order.size - 1)]
 
 
-def tile_stage1_np(z32: np.ndarray, inv32: np.ndarray, seed: int, *, block_v: int = 256, sample=0):
+def tile_stage1_np(z32: np.ndarray, inv32: np.ndarray, seed: int, *, block_v: int = 256, sample=0,
+                   order: np.ndarray | None = None):  # fmt: skip
     """``(m [B, K] float32, Q [B, K] uint64, draw [B, K] int64)`` for float32 logits ``[B, V]`` and per-row float32
-    ``1/T > 0``; ``sample`` is an int or an array broadcast against ``[B, K]`` (one draw per entry)."""
+    ``1/T > 0``; ``sample`` is an int or an array broadcast against ``[B, K]`` (one draw per entry); ``order``: the
+    tile's draw order (:func:`slot_order` for the fused kernel; natural order if ``None``)."""
     z32 = np.asarray(z32, dtype=np.float32)
     s = (z32 * np.asarray(inv32, dtype=np.float32)[:, None]).astype(np.float32)
     tiles = pad_tiles(s, block_v)
     B, K, _ = tiles.shape
     starts = (np.arange(K, dtype=np.uint64) * block_v)[None, :]
     rows = np.arange(B, dtype=np.uint64)[:, None]
-    m, total, local = _tile_draws(tiles, starts, rows, np.asarray(sample, dtype=np.uint64), seed)
+    m, total, local = _tile_draws(tiles, starts, rows, np.asarray(sample, dtype=np.uint64), seed, order)
     return m, total, starts.astype(np.int64) + local
 
 
@@ -75,9 +91,11 @@ def tile_logmass(m: np.ndarray, total: np.ndarray) -> np.ndarray:
     return np.where(np.asarray(total) > 0, np.asarray(m, np.float64) + log_q - WEIGHT_BITS * math.log(2.0), -np.inf)
 
 
-def tile_cdf_sampler_np(logits: np.ndarray, temperature: float, n: int, seed: int, *, block_v: int = 256):
+def tile_cdf_sampler_np(logits: np.ndarray, temperature: float, n: int, seed: int, *, block_v: int = 256,
+                        order: np.ndarray | None = None):  # fmt: skip
     """``n`` samples (int64) of one row by the two-level rule: sample ``i`` chooses its tile with the group noise of
-    sample ``i`` and draws inside it with the tile uniform of sample ``i``.  ``temperature = 0`` keeps the argmax
+    sample ``i`` and draws inside it with the tile uniform of sample ``i``, over the tile's columns in ``order``
+    (natural order if ``None``; :func:`slot_order` for the fused kernel's).  ``temperature = 0`` keeps the argmax
     path (:func:`flashsampling.twin.sample_twin_many`, greedy)."""
     if temperature == 0:
         return sample_twin_many(np.asarray(logits, dtype=np.float32), 0.0, seed=seed, num_samples=n)
@@ -96,7 +114,7 @@ def tile_cdf_sampler_np(logits: np.ndarray, temperature: float, n: int, seed: in
     for k in np.unique(choice):
         sel = np.flatnonzero(choice == k)
         start = np.uint64(k * block_v)
-        out[sel] = int(start) + _tile_draws(tiles[k], start, np.uint64(0), samples[sel], seed)[2]
+        out[sel] = int(start) + _tile_draws(tiles[k], start, np.uint64(0), samples[sel], seed, order)[2]
     return out
 
 
@@ -125,3 +143,69 @@ def sample_tile_cdf_from_logits(logits, temperature: float, seed: int, *, block_
     m, total, draw = (x.cpu().numpy() for x in launch_tile_cdf_stage1(logits, inv, lo, hi, block_b, block_v))
     k = choose_tiles_np(tile_logmass(m, total), seed, block_v)
     return draw[np.arange(draw.shape[0]), k]
+
+
+def fused_tile_cdf_np(z32: np.ndarray, inv32: np.ndarray, seed: int, *, block_v: int = 256, chunk: int = 32):
+    """Twin of :func:`sample_fused_tile_cdf` (one token per row, int64 ``[B]``) for float32 logits ``[B, V]`` and
+    per-row float32 ``1/T > 0``: stage 1 in the kernel's slot order, then the tile by :func:`choose_tiles_np`."""
+    m, total, draw = tile_stage1_np(z32, inv32, seed, block_v=block_v, order=slot_order(block_v, chunk))
+    k = choose_tiles_np(tile_logmass(m, total), seed, block_v)
+    return draw[np.arange(draw.shape[0]), k]
+
+
+def sample_fused_tile_cdf(hidden, weight, *, temperature=1.0, seed: int | None = None, host_checks: bool = True):
+    """The tile inverse-CDF sampler fused into the LM-head matmul (proofs/tile_inverse_cdf.md; not yet in the public
+    API): one token per row of ``softmax(hidden @ weight.T / T)``, int64 ``[B, 1]``.
+
+    Stage 1 is the warp-specialized Gluon kernel with ``NOISE = tile_cdf`` on 256-column tiles (an sm_90 GPU, bf16 or
+    fp16 inputs that TMA can read): per row and tile ``m``, ``Q`` and the draw in the kernel's slot order.  Stage 2
+    chooses the tile by Gumbel-max over ``L = m + ln Q - 55 ln 2`` (float64) with the group stream's noise, in the
+    grouped variant's combine kernel; a greedy row (``T = 0``) takes the noise-free candidates by ``(max, key)``, as
+    :func:`flashsampling.sample` does.  A different stream from :func:`flashsampling.sample`'s: the same law
+    within the bound of proofs/tile_inverse_cdf.md, not the same tokens.  Arguments and errors as
+    :func:`flashsampling.sample`'s (``num_samples = 1``)."""
+    import torch
+
+    from . import _validate as check
+    from .kernels.combine import launch_combine_groups
+    from .kernels.fused import allocate_partials, warp_specialized_supported
+    from .kernels.pingpong import launch_pingpong
+    from .sampling import _raise_on_flags
+
+    B, V, D, device = check.check_lm_head(hidden, weight)
+    check.check_nonempty("weight", V, "V")
+    check.check_counter("V", V)
+    seed = check.check_seed(seed)
+    inv_temp, temp_flags, _ = check.inverse_temperature(temperature, B, device)
+    if not warp_specialized_supported(hidden, weight):
+        raise ValueError("hidden/weight: the fused tile inverse-CDF sampler needs an sm_90 GPU (compiled, not "
+                         "interpreted) and bf16 or fp16 inputs of one dtype that TMA can read")  # fmt: skip
+    tiles = TILE_CDF_TILES
+    K = -(-V // tiles.block_v)
+    parts = allocate_partials(B, 1, K, device)
+    lo, hi = split_seed(seed)
+    launch_pingpong(hidden, weight, inv_temp, parts, lo, hi, tiles, col_offset=0, n_rounds=10, noise=True,
+                    noise_mode="tile_cdf")  # fmt: skip
+    part_max, part_key, part_idx, flags, _ = parts
+    q_bits = part_key[:, 0, :]  # Q as uint64 bits (Q <= 2**63)
+    q = q_bits.double() + torch.where(q_bits < 0, 2.0**64, 0.0)
+    logmass = torch.where(q > 0, part_max[:, 0, :].double() + torch.log(q) - WEIGHT_BITS * math.log(2.0), -math.inf)
+    starts = torch.arange(K, dtype=torch.int64, device=device) * tiles.block_v
+    tokens, _, row_flags = launch_combine_groups(logmass, part_max, part_key, part_idx, starts, flags, inv_temp, lo,
+                                                 hi)  # fmt: skip
+    if host_checks:
+        _raise_on_flags(row_flags, temp_flags, "logits hidden @ weight.T", temperature)
+    return tokens
+
+
+def _tile_cdf_tiles():
+    from .kernels.fused import TileConfig, warp_specialized_tiles
+
+    tiles = warp_specialized_tiles(256)
+    if (tiles.block_v, tiles.epilogue_v) != (256, 32):  # the stream's tile and chunk
+        tiles = TileConfig(**{**vars(tiles), "block_v": 256, "epilogue_v": 32})
+    return tiles
+
+
+#: The fused sampler's tiles: 256-column tiles (the stream's ``block_v``) read in 32-column chunks (its slot order).
+TILE_CDF_TILES = _tile_cdf_tiles()

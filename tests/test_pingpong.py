@@ -79,7 +79,16 @@ def _assert_no_spills(tmp_path, ptx: str, regs: int) -> None:
 
 @pytest.mark.skipif(not PTXAS.exists(), reason="triton without ptxas")
 @pytest.mark.parametrize(
-    "batch,noise", [(64, None), (128, None), (256, None), (256, "filtered"), (256, "lse_proxy_design")]
+    "batch,noise",
+    [
+        (64, None),
+        (128, None),
+        (256, None),
+        (256, "filtered"),
+        (256, "lse_proxy_design"),
+        (256, "tile_cdf"),
+        (128, "tile_cdf"),
+    ],
 )
 def test_gluon_kernel_compiles_for_sm90_without_spills(batch, noise, tmp_path):
     """The default warp-specialized tiles of each batch class build for sm_90a, fit the shared memory

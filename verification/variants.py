@@ -139,6 +139,40 @@ def _kernel_tile_cdf(case: Case, n: int, seed: int) -> np.ndarray:
     return sample_tile_cdf_from_logits(z, case.temperature, seed, block_b=64 if flashsampling.INTERPRET else 4)
 
 
+def _kernel_tile_cdf_fused(case: Case, n: int, seed: int) -> np.ndarray:
+    """The tile inverse-CDF sampler fused into the Gluon kernel (flashsampling.tile_cdf.sample_fused_tile_cdf), on
+    ``n`` rows of an exact bf16 factorization of the case's logits: ``h = [1, 1, 1, 0...]`` (D = 64) and ``W``'s first
+    three columns the float32 logit split into three bf16 parts (``z = a + b + c`` exactly; 8 bits each cover float32's
+    24), so ``h @ W.T`` is the float32 logits exactly.  One token per row (each row its own streams)."""
+    import torch
+
+    from flashsampling.tile_cdf import sample_fused_tile_cdf
+
+    if not np.isfinite(case.logits).all():
+        raise NotImplementedError("the matmul path has no -inf logits")
+    z = torch.tensor(case.logits, dtype=torch.float32)
+    a = z.bfloat16()
+    b = (z - a.float()).bfloat16()
+    c = (z - a.float() - b.float()).bfloat16()
+    if not torch.equal(a.float() + b.float() + c.float(), z):
+        raise NotImplementedError("logits not split exactly into three bf16 parts")
+    w = torch.zeros(z.numel(), 64, dtype=torch.bfloat16)
+    w[:, 0], w[:, 1], w[:, 2] = a, b, c
+    h = torch.zeros(n, 64, dtype=torch.bfloat16)
+    h[:, :3] = 1
+    tok = sample_fused_tile_cdf(h.cuda(), w.cuda(), temperature=case.temperature, seed=seed)
+    return tok[:, 0].cpu().numpy()
+
+
+def _hopper() -> bool:
+    """A compiled sm_90 GPU, where the Gluon kernels run."""
+    import torch
+
+    import flashsampling
+
+    return not flashsampling.INTERPRET and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
 def _optional(module: str, attr: str) -> Callable | None:
     try:
         fn = getattr(importlib.import_module(module), attr)
@@ -162,6 +196,8 @@ def registry() -> list[Variant]:
         Variant("kernel-fused-matmul", "kernel", _kernel_matmul, 4_000_000, cpu_max_n=64 * 80),
         Variant("kernel-tile-cdf-prototype", "kernel", _kernel_tile_cdf, 2_000_000, cpu_max_n=64 * 32),
     ]
+    if _hopper():
+        out.append(Variant("kernel-tile-cdf-fused", "kernel", _kernel_tile_cdf_fused, 4_000_000))
     for name, module, attr, budget in (
         ("grouped-parallel", "flashsampling.grouped", "grouped_sampler_np", 60_000_000),
         ("online", "flashsampling.online", "online_sampler_np", 60_000_000),

@@ -51,6 +51,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ..noise import (
     APPROX_GUMBEL_TOL,
+    STREAM_TILE,
     approx_log2_exponential,
     exponential_from_bits,
     philox4x32,
@@ -59,6 +60,7 @@ from ..noise import (
 )
 from ..tile_weights import tile_weight
 from .persistent import num_programs
+from .tile_cdf import mulhi_u128_u64
 
 # The noise's device functions, compiled by Gluon (``.fn``: the Python function under triton.jit;
 # in the interpreter they are plain functions).
@@ -68,6 +70,7 @@ _log = gluon.jit(getattr(positive_log, "fn", positive_log))
 _side = gluon.jit(getattr(uniform_side_from_bits, "fn", uniform_side_from_bits))
 _approx_log2_e = gluon.jit(getattr(approx_log2_exponential, "fn", approx_log2_exponential))
 _tile_weight = gluon.jit(getattr(tile_weight, "fn", tile_weight))
+_mulhi = gluon.jit(getattr(mulhi_u128_u64, "fn", mulhi_u128_u64))
 
 #: The kernel's ``NOISE`` switch: ``off`` (benchmarks), ``exact`` (the exact noise of every token in the fast
 #: pass) or ``filtered`` (the fast pass ranks tokens by ``approx_log2_exponential`` and recomputes each row's
@@ -80,14 +83,18 @@ _tile_weight = gluon.jit(getattr(tile_weight, "fn", tile_weight))
 #: ``lse_proxy_design`` follows proofs/tile_inverse_cdf.md more closely: the row's maximum from the noise-free scan,
 #: then two passes of the reproducible integer weights (:func:`flashsampling.tile_weights.tile_weight`) summed in
 #: uint64, the second against half the row's total (no cross-thread prefix, no final select).
+#: ``tile_cdf`` is a sampler with another stream: the tile inverse-CDF of proofs/tile_inverse_cdf.md
+#: (:func:`_tile_cdf_draw`); its candidates are ``(m, Q, draw)`` per row and tile, not Gumbel-max candidates.
 NOISES = {"off": 0, "exact": 1, "filtered": 2, "lse_proxy": 3, "lse_proxy_f64": 4, "lse_proxy_fixed": 5,
-          "lse_proxy_design": 6}  # fmt: skip
+          "lse_proxy_design": 6, "tile_cdf": 7}  # fmt: skip
 NOISE_EXACT = gl.constexpr(NOISES["exact"])
 NOISE_FILTERED = gl.constexpr(NOISES["filtered"])
 NOISE_LSE_PROXY = gl.constexpr(NOISES["lse_proxy"])
 NOISE_LSE_F64 = gl.constexpr(NOISES["lse_proxy_f64"])
 NOISE_LSE_FIXED = gl.constexpr(NOISES["lse_proxy_fixed"])
 NOISE_LSE_DESIGN = gl.constexpr(NOISES["lse_proxy_design"])
+NOISE_TILE_CDF = gl.constexpr(NOISES["tile_cdf"])
+TILE_STREAM = gl.constexpr(STREAM_TILE)
 LOG2E = gl.constexpr(1.4426950408889634)
 #: The filter's margin: a row's approximate winner stands if every other token's approximate score is below
 #: ``top - (2 * APPROX_GUMBEL_TOL + 2**-20 * |top|)`` (proofs/argmax_decomposition.md, Proposition 5).
@@ -172,7 +179,7 @@ def _merge_chunk(z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run
     r_even, r_odd = gl.split(gl.reshape(row_full, [BM, EV // 2, 2]))
     n_even, n_odd = gl.split(gl.reshape(noisy_full, [BM, EV // 2, 2]))
     tile_start = col_offset + pid_v * BN  # even: a pair never straddles two chunks
-    if NOISE:
+    if NOISE == NOISE_EXACT or NOISE == NOISE_FILTERED:
         pair = ((tile_start + p_even) // 2).to(gl.uint32)
         zero = pair * 0
         w0, w1, w2, w3 = _philox(pair, r_even.to(gl.uint32), zero, zero, k0, k1, N_ROUNDS)
@@ -370,6 +377,79 @@ def _design_proxy_passes(stage, cl: gl.constexpr, c_end, mult, bad, run_even, ru
 
 
 @gluon.jit
+def _slot_bases(slot, BM: gl.constexpr):
+    """Exclusive prefix sums of the per-slot weights ``slot [BM, 16]`` (uint64; slot ``p = 4j + q``, the token pair at
+    chunk columns ``8j + 2q``, ``+1``) in the order ``(q, j)``: slot ``(q, j)``'s base is the weight of the slots
+    ``(q', j')`` before it.  The four ``j`` of a ``q`` are split apart (reshapes, a permute and splits of registers)
+    and summed in order; the four ``q`` totals are combined by masked row sums.  Returns ``(bases [BM, 16], row
+    totals [BM])``."""
+    x = gl.reshape(gl.permute(gl.reshape(slot, [BM, 4, 4]), [0, 2, 1]), [BM, 4, 2, 2])  # [row, q, j // 2, j % 2]
+    lo0, lo1 = gl.split(x)  # j even, j odd: [row, q, j // 2]
+    t0, t2 = gl.split(lo0)
+    t1, t3 = gl.split(lo1)
+    e1 = t0
+    e2 = e1 + t1
+    e3 = e2 + t2
+    own = e3 + t3  # the q's four slots: [row, q]
+    q = gl.arange(0, 4, layout=gl.SliceLayout(0, own.type.layout))[None, :]
+    r0 = gl.sum(gl.where(q == 0, own, 0), axis=1)
+    r1 = gl.sum(gl.where(q == 1, own, 0), axis=1)
+    r2 = gl.sum(gl.where(q == 2, own, 0), axis=1)
+    r3 = gl.sum(gl.where(q == 3, own, 0), axis=1)
+    before = gl.where(q > 0, r0[:, None], 0) + gl.where(q > 1, r1[:, None], 0) + gl.where(q > 2, r2[:, None], 0)
+    x = gl.join(gl.join(before, before + e2), gl.join(before + e1, before + e3))
+    bases = gl.reshape(gl.permute(gl.reshape(x, [BM, 4, 4]), [0, 2, 1]), [BM, 16])
+    return gl.convert_layout(bases, slot.type.layout), r0 + r1 + r2 + r3
+
+
+@gluon.jit
+def _tile_cdf_draw(stage, cl: gl.constexpr, c_end, mult, top, rows, tile_start, k0, k1, pos_even, pos_odd,
+                   BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
+                   MASKED: gl.constexpr):  # fmt: skip
+    """The tile inverse-CDF draw of every row of a staged tile (proofs/tile_inverse_cdf.md).
+
+    ``top [BM]``: each row's maximum score ``m`` over the tile.  Pass 1 sums the integer weights
+    ``q = tile_weight(z / T, m)`` per slot ``p = 4j + q`` of the chunk layout (the token pair at chunk columns
+    ``8j + 2q``, ``+1`` of every chunk); :func:`_slot_bases` gives each slot's base and the row's total ``Q``.  The
+    row's uniform ``U`` is the 128-bit Philox block ``(tile_start, row, 0, STREAM_TILE)`` and
+    ``t = floor(U Q / 2**128)``.  Pass 2 counts the tokens whose cumulative weight is at most ``t``, the tokens in
+    *slot order*: slot ``(q, j)`` (lexicographic), then chunk ``c``, then the pair's element ``e`` (tile column
+    ``c * EV + 8j + 2q + e``).  The count ``n`` is the draw's rank in that order.  Integer sums are exact, so the
+    draw does not depend on how the sums are reduced; the order of the tokens is part of the stream
+    (:func:`flashsampling.tile_cdf.slot_order` is its twin).  Returns ``(Q [BM] uint64, draw [BM] int32)``, the
+    draw a tile column."""
+    gl.static_assert(EV == 32, "the tile inverse-CDF's slot order is defined for 32-column chunks")
+    m = gl.zeros_like(mult) + top[:, None]
+    sum_even = gl.zeros_like(pos_even).to(gl.uint64)
+    sum_odd = gl.zeros_like(pos_even).to(gl.uint64)
+    zero_f = gl.zeros_like(mult)
+    for c in range(0, BN // EV):
+        s_even, s_odd, _b = _chunk_base(stage.index(c).load(cl), c, c_end, mult, zero_f, pos_even, pos_odd, BM, EV,
+                                        MASKED)  # fmt: skip
+        sum_even = sum_even + _tile_weight(s_even, m)
+        sum_odd = sum_odd + _tile_weight(s_odd, m)
+    run, total = _slot_bases(sum_even + sum_odd, BM)
+    total = gl.convert_layout(total, top.type.layout)
+    zero = rows.to(gl.uint32) * 0
+    w0, w1, w2, w3 = _philox(zero + tile_start.to(gl.uint32), rows.to(gl.uint32), zero, zero + TILE_STREAM, k0, k1,
+                             N_ROUNDS)  # fmt: skip
+    t = gl.zeros_like(run) + _mulhi(w0, w1, w2, w3, total)[:, None]
+    count = gl.zeros_like(pos_even)
+    for c in range(0, BN // EV):
+        s_even, s_odd, _b = _chunk_base(stage.index(c).load(cl), c, c_end, mult, zero_f, pos_even, pos_odd, BM, EV,
+                                        MASKED)  # fmt: skip
+        run = run + _tile_weight(s_even, m)
+        count = count + (run <= t).to(gl.int32)
+        run = run + _tile_weight(s_odd, m)
+        count = count + (run <= t).to(gl.int32)
+    n = gl.minimum(gl.sum(count, axis=1), BN - 1)  # (BN only for a tile of weight 0, which is never chosen)
+    per_slot: gl.constexpr = 2 * (BN // EV)
+    sr = n // per_slot  # the slot's rank: 4q + j
+    r = n % per_slot
+    return total, (r // 2) * EV + 8 * (sr % 4) + 2 * (sr // 4) + (r % 2)
+
+
+@gluon.jit
 def _scan_tile_filtered(stage, cl: gl.constexpr, c_end, tile_start, mult, slope, rows_u, pos_even, pos_odd, k0, k1,
                         BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
                         MASKED: gl.constexpr):  # fmt: skip
@@ -562,10 +642,24 @@ def _staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_tem
         else:
             m = gl.convert_layout(top, vec)
     idx = col_offset + pid_v.to(gl.int64) * BN + pos
-    key = _tie_key(k0, k1, rows.to(gl.uint32), idx.to(gl.uint32), N_ROUNDS)
+    key = _tie_key(k0, k1, rows.to(gl.uint32), idx.to(gl.uint32), N_ROUNDS).to(gl.int64)
+    if NOISE == NOISE_TILE_CDF:
+        # A row with T > 0: (m, Q, the inverse-CDF draw) in place of (max, key, argmax); a greedy row keeps its
+        # noise-free candidate, which stage 2 takes by (max, key) as the Gumbel sampler's greedy rows.
+        rows_t = pid_b * BM + gl.arange(0, BM, layout=top.type.layout)
+        if c_end >= BN:
+            total, draw = _tile_cdf_draw(stage, cl, c_end, mult, top, rows_t, tile_start, k0, k1, pos_even, pos_odd,
+                                         BM, BN, EV, N_ROUNDS, False)  # fmt: skip
+        else:
+            total, draw = _tile_cdf_draw(stage, cl, c_end, mult, top, rows_t, tile_start, k0, k1, pos_even, pos_odd,
+                                         BM, BN, EV, N_ROUNDS, True)  # fmt: skip
+        total = gl.convert_layout(total, vec).to(gl.int64, bitcast=True)
+        draw = gl.convert_layout(draw, vec)
+        idx = gl.where(greedy, idx, col_offset + pid_v.to(gl.int64) * BN + draw)
+        key = gl.where(greedy, key, total)
     off = rows.to(gl.int64) * num_v_tiles + pid_v
     gl.store(part_max_ptr + off, m, mask=row_ok)
-    gl.store(part_key_ptr + off, key.to(gl.int64), mask=row_ok)
+    gl.store(part_key_ptr + off, key, mask=row_ok)
     gl.store(part_idx_ptr + off, idx, mask=row_ok)
     gl.store(flag_ptr + off, flag, mask=row_ok)
 
