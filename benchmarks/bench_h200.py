@@ -14,6 +14,7 @@ For every shape ``(V, D)`` and batch size ``B`` it times, with ``triton.testing.
 ``exponential_race``        matmul + ``argmax(p / E)``, ``E ~ Exp(1)`` (vLLM's torch sampler)
 ``gumbel_compiled``         matmul + ``argmax(z / T - log(-log U))`` under ``torch.compile``
 ``flashinfer``              matmul + ``flashinfer.sampling.sampling_from_logits`` (if importable)
+``fused_tile_cdf``          ``tile_cdf.sample_fused_tile_cdf``: the tile inverse-CDF sampler (another stream)
 ``fused_graph``             ``fused`` replayed from a CUDA graph (no Python or launch overhead)
 ``matmul_graph``            ``matmul`` replayed from a CUDA graph
 ==========================  ===================================================================
@@ -43,8 +44,8 @@ from benchmarks.common import (  # noqa: E402
     multinomial_sampler,
 )
 from flashsampling._validate import check_temperature  # noqa: E402
-from flashsampling.tile_cdf import sample_fused_tile_cdf  # noqa: E402
 from flashsampling.kernels.fused import choose_tiles, launch_fused_stage1, warp_specialized_supported  # noqa: E402
+from flashsampling.tile_cdf import sample_fused_tile_cdf  # noqa: E402
 
 SHAPES = [(128256, 4096), (151936, 4096), (151936, 5120), (128256, 8192), (201088, 2880)]
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
