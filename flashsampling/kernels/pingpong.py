@@ -85,8 +85,10 @@ _mulhi = gluon.jit(getattr(mulhi_u128_u64, "fn", mulhi_u128_u64))
 #: uint64, the second against half the row's total (no cross-thread prefix, no final select).
 #: ``tile_cdf`` is a sampler with another stream: the tile inverse-CDF of proofs/tile_inverse_cdf.md
 #: (:func:`_tile_cdf_draw`); its candidates are ``(m, Q, draw)`` per row and tile, not Gumbel-max candidates.
+#: ``tile_cdf_no_draw`` (pass 1 only: no uniform, no pass 2, draw 0) and ``tile_cdf_no_bases`` (slot bases 0) are
+#: its timing ablations for the benchmarks, not samplers.
 NOISES = {"off": 0, "exact": 1, "filtered": 2, "lse_proxy": 3, "lse_proxy_f64": 4, "lse_proxy_fixed": 5,
-          "lse_proxy_design": 6, "tile_cdf": 7}  # fmt: skip
+          "lse_proxy_design": 6, "tile_cdf": 7, "tile_cdf_no_draw": 8, "tile_cdf_no_bases": 9}  # fmt: skip
 NOISE_EXACT = gl.constexpr(NOISES["exact"])
 NOISE_FILTERED = gl.constexpr(NOISES["filtered"])
 NOISE_LSE_PROXY = gl.constexpr(NOISES["lse_proxy"])
@@ -94,6 +96,8 @@ NOISE_LSE_F64 = gl.constexpr(NOISES["lse_proxy_f64"])
 NOISE_LSE_FIXED = gl.constexpr(NOISES["lse_proxy_fixed"])
 NOISE_LSE_DESIGN = gl.constexpr(NOISES["lse_proxy_design"])
 NOISE_TILE_CDF = gl.constexpr(NOISES["tile_cdf"])
+NOISE_TILE_NO_DRAW = gl.constexpr(NOISES["tile_cdf_no_draw"])
+NOISE_TILE_NO_BASES = gl.constexpr(NOISES["tile_cdf_no_bases"])
 TILE_STREAM = gl.constexpr(STREAM_TILE)
 LOG2E = gl.constexpr(1.4426950408889634)
 #: The filter's margin: a row's approximate winner stands if every other token's approximate score is below
@@ -405,7 +409,7 @@ def _slot_bases(slot, BM: gl.constexpr):
 @gluon.jit
 def _tile_cdf_draw(stage, cl: gl.constexpr, c_end, mult, top, rows, tile_start, k0, k1, pos_even, pos_odd,
                    BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
-                   MASKED: gl.constexpr):  # fmt: skip
+                   MASKED: gl.constexpr, NOISE: gl.constexpr = NOISE_TILE_CDF):  # fmt: skip
     """The tile inverse-CDF draw of every row of a staged tile (proofs/tile_inverse_cdf.md).
 
     ``top [BM]``: each row's maximum score ``m`` over the tile.  Pass 1 sums the integer weights
@@ -428,8 +432,14 @@ def _tile_cdf_draw(stage, cl: gl.constexpr, c_end, mult, top, rows, tile_start, 
                                         MASKED)  # fmt: skip
         sum_even = sum_even + _tile_weight(s_even, m)
         sum_odd = sum_odd + _tile_weight(s_odd, m)
-    run, total = _slot_bases(sum_even + sum_odd, BM)
+    if NOISE == NOISE_TILE_NO_BASES:
+        run = gl.zeros_like(sum_even)
+        total = gl.sum(sum_even + sum_odd, axis=1)
+    else:
+        run, total = _slot_bases(sum_even + sum_odd, BM)
     total = gl.convert_layout(total, top.type.layout)
+    if NOISE == NOISE_TILE_NO_DRAW:
+        return total, gl.zeros_like(rows)
     zero = rows.to(gl.uint32) * 0
     w0, w1, w2, w3 = _philox(zero + tile_start.to(gl.uint32), rows.to(gl.uint32), zero, zero + TILE_STREAM, k0, k1,
                              N_ROUNDS)  # fmt: skip
@@ -643,16 +653,16 @@ def _staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_tem
             m = gl.convert_layout(top, vec)
     idx = col_offset + pid_v.to(gl.int64) * BN + pos
     key = _tie_key(k0, k1, rows.to(gl.uint32), idx.to(gl.uint32), N_ROUNDS).to(gl.int64)
-    if NOISE == NOISE_TILE_CDF:
+    if NOISE >= NOISE_TILE_CDF:
         # A row with T > 0: (m, Q, the inverse-CDF draw) in place of (max, key, argmax); a greedy row keeps its
         # noise-free candidate, which stage 2 takes by (max, key) as the Gumbel sampler's greedy rows.
         rows_t = pid_b * BM + gl.arange(0, BM, layout=top.type.layout)
         if c_end >= BN:
             total, draw = _tile_cdf_draw(stage, cl, c_end, mult, top, rows_t, tile_start, k0, k1, pos_even, pos_odd,
-                                         BM, BN, EV, N_ROUNDS, False)  # fmt: skip
+                                         BM, BN, EV, N_ROUNDS, False, NOISE)  # fmt: skip
         else:
             total, draw = _tile_cdf_draw(stage, cl, c_end, mult, top, rows_t, tile_start, k0, k1, pos_even, pos_odd,
-                                         BM, BN, EV, N_ROUNDS, True)  # fmt: skip
+                                         BM, BN, EV, N_ROUNDS, True, NOISE)  # fmt: skip
         total = gl.convert_layout(total, vec).to(gl.int64, bitcast=True)
         draw = gl.convert_layout(draw, vec)
         idx = gl.where(greedy, idx, col_offset + pid_v.to(gl.int64) * BN + draw)
