@@ -40,6 +40,8 @@ def main() -> None:
                     "--no-noise)")  # fmt: skip
     ap.add_argument("--philox-rounds", type=int, default=10,
                     help="with --ws-tiles: Philox rounds (an attribution experiment; the library runs 10)")  # fmt: skip
+    ap.add_argument("--noise-mode", default=None,
+                    help="with --ws-tiles: a pingpong.NOISES key; overrides --noise")  # fmt: skip
     ap.add_argument("--mode", default="sample", choices=["sample", "bare", "epilogue"],
                     help="the Gluon kernel's timing modes (flashsampling.kernels.pingpong.MODES)")  # fmt: skip
     args = ap.parse_args()
@@ -58,7 +60,8 @@ def main() -> None:
             parts = allocate_partials(args.B, 1, triton.cdiv(args.V, tiles.block_v), h.device)
             noise = args.noise or ("off" if args.no_noise else "exact")
             launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=args.philox_rounds,
-                            noise=noise != "off", mode=args.mode, noise_filter=noise == "filtered")  # fmt: skip
+                            noise=noise != "off", mode=args.mode, noise_filter=noise == "filtered",
+                            noise_mode=args.noise_mode)  # fmt: skip
         else:
             launch_fused_stage1(h, w, inv, 5, 7, 1, tiles, noise=not args.no_noise)
     torch.cuda.synchronize()
