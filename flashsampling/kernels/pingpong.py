@@ -58,7 +58,7 @@ from ..noise import (
     positive_log,
     uniform_side_from_bits,
 )
-from ..tile_weights import tile_weight
+from ..tile_weights import tile_weight, tile_weight_pair
 from .persistent import num_programs
 from .tile_cdf import mulhi_u128_u64
 
@@ -70,6 +70,7 @@ _log = gluon.jit(getattr(positive_log, "fn", positive_log))
 _side = gluon.jit(getattr(uniform_side_from_bits, "fn", uniform_side_from_bits))
 _approx_log2_e = gluon.jit(getattr(approx_log2_exponential, "fn", approx_log2_exponential))
 _tile_weight = gluon.jit(getattr(tile_weight, "fn", tile_weight))
+_tile_weight_pair = gluon.jit(getattr(tile_weight_pair, "fn", tile_weight_pair))
 _mulhi = gluon.jit(getattr(mulhi_u128_u64, "fn", mulhi_u128_u64))
 
 #: The kernel's ``NOISE`` switch: ``off`` (benchmarks), ``exact`` (the exact noise of every token in the fast
@@ -424,36 +425,46 @@ def _tile_cdf_draw(stage, cl: gl.constexpr, c_end, mult, top, rows, tile_start, 
     draw a tile column."""
     gl.static_assert(EV == 32, "the tile inverse-CDF's slot order is defined for 32-column chunks")
     m = gl.zeros_like(mult) + top[:, None]
-    sum_even = gl.zeros_like(pos_even).to(gl.uint64)
-    sum_odd = gl.zeros_like(pos_even).to(gl.uint64)
+    slot = gl.zeros_like(pos_even).to(gl.uint64)
     zero_f = gl.zeros_like(mult)
     for c in range(0, BN // EV):
         s_even, s_odd, _b = _chunk_base(stage.index(c).load(cl), c, c_end, mult, zero_f, pos_even, pos_odd, BM, EV,
                                         MASKED)  # fmt: skip
-        sum_even = sum_even + _tile_weight(s_even, m)
-        sum_odd = sum_odd + _tile_weight(s_odd, m)
+        w_even, w_odd = _tile_weight_pair(s_even, s_odd, m)
+        slot = slot + w_even + w_odd
     if NOISE == NOISE_TILE_NO_BASES:
-        run = gl.zeros_like(sum_even)
-        total = gl.sum(sum_even + sum_odd, axis=1)
+        run = gl.zeros_like(slot)
+        total = gl.sum(slot, axis=1)
     else:
-        run, total = _slot_bases(sum_even + sum_odd, BM)
+        run, total = _slot_bases(slot, BM)
     total = gl.convert_layout(total, top.type.layout)
     if NOISE == NOISE_TILE_NO_DRAW:
         return total, gl.zeros_like(rows)
     zero = rows.to(gl.uint32) * 0
     w0, w1, w2, w3 = _philox(zero + tile_start.to(gl.uint32), rows.to(gl.uint32), zero, zero + TILE_STREAM, k0, k1,
                              N_ROUNDS)  # fmt: skip
-    t = gl.zeros_like(run) + _mulhi(w0, w1, w2, w3, total)[:, None]
-    count = gl.zeros_like(pos_even)
+    t_row = _mulhi(w0, w1, w2, w3, total)
+    t = gl.zeros_like(run) + t_row[:, None]
+    # The draw lies in the one slot whose weights straddle t: the slots wholly at or below t (all of them before
+    # it in slot order) count all their tokens; pass 2 walks that slot's tokens only, each row's pair of every chunk
+    # picked out of the chunk by a masked row maximum (one slot per row holds a finite score).
+    incl = run + slot
+    active = (run <= t) & (incl > t)
+    below = gl.sum((incl <= t).to(gl.int32), axis=1)
+    cum = gl.max(gl.where(active, run, 0), axis=1)
+    count = gl.zeros_like(below)
     for c in range(0, BN // EV):
         s_even, s_odd, _b = _chunk_base(stage.index(c).load(cl), c, c_end, mult, zero_f, pos_even, pos_odd, BM, EV,
                                         MASKED)  # fmt: skip
-        run = run + _tile_weight(s_even, m)
-        count = count + (run <= t).to(gl.int32)
-        run = run + _tile_weight(s_odd, m)
-        count = count + (run <= t).to(gl.int32)
-    n = gl.minimum(gl.sum(count, axis=1), BN - 1)  # (BN only for a tile of weight 0, which is never chosen)
+        pick_even = gl.max(gl.where(active, s_even, float("-inf")), axis=1)
+        pick_odd = gl.max(gl.where(active, s_odd, float("-inf")), axis=1)
+        w_even, w_odd = _tile_weight_pair(pick_even, pick_odd, top)
+        cum = cum + w_even
+        count = count + (cum <= t_row).to(gl.int32)
+        cum = cum + w_odd
+        count = count + (cum <= t_row).to(gl.int32)
     per_slot: gl.constexpr = 2 * (BN // EV)
+    n = gl.minimum(below * per_slot + count, BN - 1)  # (BN only for a tile of weight 0, which is never chosen)
     sr = n // per_slot  # the slot's rank: 4q + j
     r = n % per_slot
     return total, (r // 2) * EV + 8 * (sr % 4) + 2 * (sr // 4) + (r % 2)
@@ -602,6 +613,14 @@ def _staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_tem
             )  # fmt: skip
         # Per row: the maximum and its copies (slots holding it, and ties inside a slot).
         top = gl.maximum(gl.max(run_even, axis=1), gl.max(run_odd, axis=1))
+        if NOISE >= NOISE_TILE_CDF:  # the inverse-CDF draw, while the scan's state is all that is live
+            rows_t = pid_b * BM + gl.arange(0, BM, layout=top.type.layout)
+            if c_end >= BN:
+                total, draw = _tile_cdf_draw(stage, cl, c_end, mult, top, rows_t, tile_start, k0, k1, pos_even,
+                                             pos_odd, BM, BN, EV, N_ROUNDS, False, NOISE)  # fmt: skip
+            else:
+                total, draw = _tile_cdf_draw(stage, cl, c_end, mult, top, rows_t, tile_start, k0, k1, pos_even,
+                                             pos_odd, BM, BN, EV, N_ROUNDS, True, NOISE)  # fmt: skip
         hit_even = run_even == top[:, None]
         hit_odd = run_odd == top[:, None]
         n_hit = gl.sum(hit_even.to(gl.int32) + hit_odd.to(gl.int32), axis=1)
@@ -656,13 +675,6 @@ def _staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_tem
     if NOISE >= NOISE_TILE_CDF:
         # A row with T > 0: (m, Q, the inverse-CDF draw) in place of (max, key, argmax); a greedy row keeps its
         # noise-free candidate, which stage 2 takes by (max, key) as the Gumbel sampler's greedy rows.
-        rows_t = pid_b * BM + gl.arange(0, BM, layout=top.type.layout)
-        if c_end >= BN:
-            total, draw = _tile_cdf_draw(stage, cl, c_end, mult, top, rows_t, tile_start, k0, k1, pos_even, pos_odd,
-                                         BM, BN, EV, N_ROUNDS, False, NOISE)  # fmt: skip
-        else:
-            total, draw = _tile_cdf_draw(stage, cl, c_end, mult, top, rows_t, tile_start, k0, k1, pos_even, pos_odd,
-                                         BM, BN, EV, N_ROUNDS, True, NOISE)  # fmt: skip
         total = gl.convert_layout(total, vec).to(gl.int64, bitcast=True)
         draw = gl.convert_layout(draw, vec)
         idx = gl.where(greedy, idx, col_offset + pid_v.to(gl.int64) * BN + draw)
