@@ -187,12 +187,10 @@ def sample_fused_tile_cdf(hidden, weight, *, temperature=1.0, seed: int | None =
     launch_pingpong(hidden, weight, inv_temp, parts, lo, hi, tiles, col_offset=0, n_rounds=10, noise=True,
                     noise_mode="tile_cdf")  # fmt: skip
     part_max, part_key, part_idx, flags, _ = parts
-    q_bits = part_key[:, 0, :]  # Q as uint64 bits (Q <= 2**63)
-    q = q_bits.double() + torch.where(q_bits < 0, 2.0**64, 0.0)
-    logmass = torch.where(q > 0, part_max[:, 0, :].double() + torch.log(q) - WEIGHT_BITS * math.log(2.0), -math.inf)
     starts = torch.arange(K, dtype=torch.int64, device=device) * tiles.block_v
-    tokens, _, row_flags = launch_combine_groups(logmass, part_max, part_key, part_idx, starts, flags, inv_temp, lo,
-                                                 hi)  # fmt: skip
+    # L = m + ln Q - 55 ln 2 from the candidates (key = Q) inside the combine kernel: one launch for stage 2.
+    tokens, _, row_flags = launch_combine_groups(part_max, part_max, part_key, part_idx, starts, flags, inv_temp, lo,
+                                                 hi, from_weights=True)  # fmt: skip
     if host_checks:
         _raise_on_flags(row_flags, temp_flags, "logits hidden @ weight.T", temperature)
     return tokens

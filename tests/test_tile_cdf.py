@@ -178,3 +178,31 @@ def test_end_to_end_kernel_equals_twin(device):
     m, total, draw = tile_stage1_np(zz, np.full(rows, np.float32(1) / np.float32(0.7), np.float32), 9)
     want = draw[np.arange(rows), choose_tiles_np(tile_logmass(m, total), 9)]
     assert np.array_equal(got, want)
+
+
+def test_combine_from_weights_equals_twin(device):
+    """Stage 2 of the fused sampler: the combine kernel computing ``L = m + ln Q - 55 ln 2`` from the candidates
+    (``from_weights``) chooses the twin's tile (``choose_tiles_np(tile_logmass(m, Q))``) for every row; a greedy row
+    takes the larger ``(m, key)``."""
+    from flashsampling.kernels.combine import launch_combine_groups
+
+    z, inv = stage1_inputs()
+    B, seed = z.shape[0], 21
+    m, q, j = tile_stage1_np(z, inv, seed, order=slot_order())
+    K = m.shape[1]
+    inv_t = torch.from_numpy(inv).to(device)
+    inv_t[5] = 0.0  # a greedy row: (m, key) decide
+    key = q.view(np.int64).copy()
+    key[5] = [3, 9, 1]
+    lo, hi = split_seed(seed)
+    tokens, choice, _ = launch_combine_groups(
+        torch.zeros(1, device=device), torch.from_numpy(m[:, None, :]).to(device),
+        torch.from_numpy(key[:, None, :]).to(device), torch.from_numpy(j[:, None, :]).to(device),
+        torch.arange(K, device=device) * 256, torch.zeros((B, K), dtype=torch.int32, device=device), inv_t, lo, hi,
+        from_weights=True,
+    )  # fmt: skip
+    want = choose_tiles_np(tile_logmass(m, q), seed)
+    got = choice[:, 0].cpu().numpy()
+    assert np.array_equal(got[:5], want[:5])
+    greedy = max(range(K), key=lambda k: (m[5, k], key[5, k]))
+    assert got[5] == greedy and tokens[5, 0].item() == j[5, greedy]

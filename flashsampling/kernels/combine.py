@@ -198,8 +198,12 @@ def combine_groups_kernel(
     PATHWISE: tl.constexpr,
     STREAM: tl.constexpr,
     N_ROUNDS: tl.constexpr,
+    FROM_WEIGHTS: tl.constexpr = False,
 ):
-    """``L [B, K]``, candidates ``[B, S, K]`` -> ``[B, S]``: lexmax_k (L_k + G'_k, key'_k), its local index."""
+    """``L [B, K]``, candidates ``[B, S, K]`` -> ``[B, S]``: lexmax_k (L_k + G'_k, key'_k), its local index.
+    ``FROM_WEIGHTS`` (the tile inverse-CDF sampler's candidates, where ``key`` holds the tile's weight sum ``Q`` as
+    uint64 bits and ``best`` its maximum ``m``): ``L = m + ln Q - 55 ln 2`` in float64 (``-inf`` where ``Q = 0``), as
+    :func:`flashsampling.tile_cdf.tile_logmass`; ``logmass_ptr`` is not read."""
     pid = tl.program_id(0).to(tl.int64)
     p = pid * BLOCK_SIZE_P + tl.arange(0, BLOCK_SIZE_P)
     p_ok = p < P
@@ -230,7 +234,12 @@ def combine_groups_kernel(
             kk = key
             run_l = tl.maximum(run_l, tl.max(m, axis=1))
         else:
-            lm = tl.load(logmass_ptr + row[:, None] * K + k[None, :], mask=ok, other=float("-inf")).to(tl.float64)
+            if FROM_WEIGHTS:
+                q = key.to(tl.uint64, bitcast=True).to(tl.float64)
+                ln2_55 = tl.full([BLOCK_SIZE_P, BLOCK_SIZE_K], 38.12309493079699, tl.float64)  # the twin's 55 ln 2
+                lm = tl.where(ok & (q > 0), m + tl.log(q) - ln2_55, float("-inf"))
+            else:
+                lm = tl.load(logmass_ptr + row[:, None] * K + k[None, :], mask=ok, other=float("-inf")).to(tl.float64)
             gid = tl.load(ids_ptr + k, mask=k < K, other=0)
             c_gid = zeros + gid.to(tl.uint32)[None, :]
             w0, w1, w2, w3 = philox4x32(c_gid, c_row, c_smp, c_str, k0, k1, N_ROUNDS)
@@ -272,13 +281,15 @@ def launch_combine_groups(
     *,
     pathwise: bool = False,
     n_rounds: int = 10,
+    from_weights: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Launch :func:`combine_groups_kernel`.
 
     ``logmass [B, K]`` (float32 or float64; unused when ``pathwise``), ``best [B, S, K]`` float32,
     ``key``/``index [B, S, K]`` int64, ``ids [K]`` int64, ``flags [B, F]`` int32 (any ``F``),
-    ``inv_temp [B]`` float32 (0 = greedy).  Returns ``(tokens int64 [B, S], choice int64 [B, S],
-    flags int32 [B, S])``.
+    ``inv_temp [B]`` float32 (0 = greedy).  ``from_weights``: ``L`` from ``(best, key) = (m, Q)`` in the kernel
+    (:func:`combine_groups_kernel`'s ``FROM_WEIGHTS``; ``logmass`` is not read).  Returns ``(tokens int64 [B, S],
+    choice int64 [B, S], flags int32 [B, S])``.
     """
     B, S, K = best.shape
     P = B * S
@@ -292,6 +303,7 @@ def launch_combine_groups(
         flags.contiguous(), inv_temp.contiguous(), tokens, choice, row_flags, P, S, K, flags.shape[1],
         seed_lo, seed_hi,
         BLOCK_SIZE_P=block_p, BLOCK_SIZE_K=block_k, PATHWISE=pathwise, STREAM=STREAM_GROUP, N_ROUNDS=n_rounds,
+        FROM_WEIGHTS=from_weights,
     )  # fmt: skip
     return tokens, choice, row_flags
 
