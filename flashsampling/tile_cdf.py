@@ -1,4 +1,6 @@
-"""The tile inverse-CDF sampler's NumPy twin: a prototype of proofs/tile_inverse_cdf.md, not in the public API.
+"""The tile inverse-CDF sampler of proofs/tile_inverse_cdf.md: its NumPy twin, the prototype on given logits, and the
+sampler fused into the Gluon kernel (:func:`sample_fused_tile_cdf`, sm_90; an opt-in entry point, not yet in
+``flashsampling``'s namespace: another stream than :func:`flashsampling.sample`'s).
 
 Stage 1 (:func:`tile_stage1_np`, the twin of :func:`flashsampling.kernels.tile_cdf.launch_tile_cdf_stage1`): per
 row and tile of ``block_v`` columns, the maximum score ``m``, the integer weights ``q``
@@ -9,6 +11,9 @@ whose cumulative weight is at most ``t`` (the first column whose cumulative weig
 Stage 2 (:func:`tile_logmass`, then :func:`flashsampling.grouped.choose_groups_np`): the tile by Gumbel-max over
 ``L = m + ln Q - 55 ln 2`` with the group stream's noise, as the grouped variant chooses its groups.  The result's
 law is ``e^m q / sum e^m q`` within ``2**-128`` per token (proofs/tile_inverse_cdf.md, Propositions 1 and 2).
+
+The order in which a tile's cumulative weights run is part of the stream: natural for the prototype,
+:func:`slot_order` for the fused kernel (any fixed order has the same law).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Integer token weights inside a vocabulary tile, for sampling by an integer inverse CDF (a design:
-proofs/tile_inverse_cdf.md; not yet a sampler).
+"""Integer token weights inside a vocabulary tile, for sampling by an integer inverse CDF (proofs/tile_inverse_cdf.md;
+the weights of :mod:`flashsampling.tile_cdf`'s samplers).
 
 For a float32 score ``s`` and its tile's maximum ``m``::
 
