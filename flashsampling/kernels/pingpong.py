@@ -419,10 +419,13 @@ def _tile_cdf_draw(stage, cl: gl.constexpr, c_end, mult, top, rows, tile_start, 
     row's uniform ``U`` is the 128-bit Philox block ``(tile_start, row, 0, STREAM_TILE)`` and
     ``t = floor(U Q / 2**128)``.  Pass 2 counts the tokens whose cumulative weight is at most ``t``, the tokens in
     *slot order*: slot ``(q, j)`` (lexicographic), then chunk ``c``, then the pair's element ``e`` (tile column
-    ``c * EV + 8j + 2q + e``).  The count ``n`` is the draw's rank in that order.  Integer sums are exact, so the
-    draw does not depend on how the sums are reduced; the order of the tokens is part of the stream
+    ``c * EV + 8j + 2q + e``).  The count ``n`` is the draw's rank in that order.  The slots wholly at or below ``t``
+    are exactly those before the one that straddles it and count all their tokens, so pass 2 weighs only the
+    straddling slot's tokens (one pair per row and chunk, picked by a masked row maximum).  Integer sums are exact,
+    so the draw does not depend on how the sums are reduced; the order of the tokens is part of the stream
     (:func:`flashsampling.tile_cdf.slot_order` is its twin).  Returns ``(Q [BM] uint64, draw [BM] int32)``, the
-    draw a tile column."""
+    draw a tile column.  ``NOISE``: the timing ablations ``tile_cdf_no_draw`` (return after pass 1) and
+    ``tile_cdf_no_bases`` (bases 0), not samplers."""
     gl.static_assert(EV == 32, "the tile inverse-CDF's slot order is defined for 32-column chunks")
     m = gl.zeros_like(mult) + top[:, None]
     slot = gl.zeros_like(pos_even).to(gl.uint64)
