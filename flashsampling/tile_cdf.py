@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from .grouped import choose_groups_np
+from .kernels.fused import warp_specialized_tiles
 from .noise import STREAM_GROUP, STREAM_TILE, philox4x32_np, split_seed, token_noise_np
 from .tile_weights import WEIGHT_BITS, tile_weights_np
 from .twin import sample_twin_many, select
@@ -201,14 +202,6 @@ def sample_fused_tile_cdf(hidden, weight, *, temperature=1.0, seed: int | None =
     return tokens
 
 
-def _tile_cdf_tiles():
-    from .kernels.fused import TileConfig, warp_specialized_tiles
-
-    tiles = warp_specialized_tiles(256)
-    if (tiles.block_v, tiles.epilogue_v) != (256, 32):  # the stream's tile and chunk
-        tiles = TileConfig(**{**vars(tiles), "block_v": 256, "epilogue_v": 32})
-    return tiles
-
-
-#: The fused sampler's tiles: 256-column tiles (the stream's ``block_v``) read in 32-column chunks (its slot order).
-TILE_CDF_TILES = _tile_cdf_tiles()
+#: The fused sampler's tiles: the B=256 warp-specialized tiles, 256 columns (the stream's ``block_v``) read in
+#: 32-column chunks (its slot order); tests/test_tile_cdf.py holds both.
+TILE_CDF_TILES = warp_specialized_tiles(256)

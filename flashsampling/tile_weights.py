@@ -63,10 +63,6 @@ if INTERPRET:
         p = p * f + 0.6931471824645996
         return p * f + 1.0
 
-    @device_function
-    def _horner_pair(f0, f1):
-        return _horner(f0), _horner(f1)
-
 else:
 
     @device_function
@@ -103,59 +99,16 @@ else:
             "  mul.rn.f32 $0, $0, $1; add.rn.f32 $0, $0, 0f3F800000; }",
         )
 
-    @device_function
-    def _horner_pair(f0, f1):
-        """:func:`_horner` of two independent values, their operations interleaved in one block (two chains in
-        flight: ptxas otherwise may issue one token's dependent chain after the other's)."""
-        return tl.inline_asm_elementwise(
-            "{ mul.rn.f32 $0, $2, 0f3920FD62; mul.rn.f32 $1, $3, 0f3920FD62;"
-            "  add.rn.f32 $0, $0, 0f3AAF9F29; add.rn.f32 $1, $1, 0f3AAF9F29;"
-            "  mul.rn.f32 $0, $0, $2; mul.rn.f32 $1, $1, $3;"
-            "  add.rn.f32 $0, $0, 0f3C1D96A7; add.rn.f32 $1, $1, 0f3C1D96A7;"
-            "  mul.rn.f32 $0, $0, $2; mul.rn.f32 $1, $1, $3;"
-            "  add.rn.f32 $0, $0, 0f3D635774; add.rn.f32 $1, $1, 0f3D635774;"
-            "  mul.rn.f32 $0, $0, $2; mul.rn.f32 $1, $1, $3;"
-            "  add.rn.f32 $0, $0, 0f3E75FDEE; add.rn.f32 $1, $1, 0f3E75FDEE;"
-            "  mul.rn.f32 $0, $0, $2; mul.rn.f32 $1, $1, $3;"
-            "  add.rn.f32 $0, $0, 0f3F317218; add.rn.f32 $1, $1, 0f3F317218;"
-            "  mul.rn.f32 $0, $0, $2; mul.rn.f32 $1, $1, $3;"
-            "  add.rn.f32 $0, $0, 0f3F800000; add.rn.f32 $1, $1, 0f3F800000; }",
-            "=r,=r,r,r", [f0, f1], dtype=(tl.float32, tl.float32), is_pure=True, pack=1,
-        )  # fmt: skip
-
 
 @device_function
 def tile_weight(s, m):
     """``q = floor(P(f) * 2**(WEIGHT_BITS + n))`` as uint64 for float32 scores ``s`` and tile maxima ``m`` of the
     same shape (module docstring); 0 where ``s`` is ``-inf`` or the whole tile is."""
-    r, valid, f = _reduce(s, m)
-    return _scaled(_horner(f), r, valid)
-
-
-@device_function
-def tile_weight_pair(s0, s1, m):
-    """``(tile_weight(s0, m), tile_weight(s1, m))``, the same bits, with the two polynomials interleaved."""
-    r0, v0, f0 = _reduce(s0, m)
-    r1, v1, f1 = _reduce(s1, m)
-    p0, p1 = _horner_pair(f0, f1)
-    return _scaled(p0, r0, v0), _scaled(p1, r1, v1)
-
-
-@device_function
-def _reduce(s, m):
-    """``(r, valid, f)``: ``r = x + 1.5 * 2**23`` (``n = rint(x)`` in its low bits), ``valid = n >= -55`` and the
-    reduced argument ``f = x - n`` (``x`` where not valid) for ``x = fl(fl(s - m) * log2 e)``."""
     x = _mul_log2e(_sub(s, m))
     r = _add_rounder(x)  # 1.5 * 2**23 + n: n = rint(x) sits in the low bits (no float-to-int conversion)
     n = _sub_rounder(r)
     valid = n >= -55.0  # -WEIGHT_BITS; False for -inf and NaN
-    return r, valid, _sub(x, tl.where(valid, n, 0.0))
-
-
-@device_function
-def _scaled(p, r, valid):
-    """``floor(P(f) * 2**(WEIGHT_BITS + n))`` as uint64 (0 where not valid) from ``p = P(f)`` and ``r``."""
-    p = tl.where(valid, p, 0.0)
+    p = tl.where(valid, _horner(_sub(x, tl.where(valid, n, 0.0))), 0.0)
     k = tl.where(valid, r.to(tl.int32, bitcast=True) - 0x4B400000 + 55, 0)  # WEIGHT_BITS + n in [0, 55]
     scale = ((k + 127) << 23).to(tl.float32, bitcast=True)  # 2**k, exact
     return (p * scale).to(tl.uint64)  # exact product (a power of two), truncated: the floor

@@ -130,6 +130,11 @@ def test_sampler_matches_softmax_at_a_temperature():
     assert res.min_detectable_tv <= DETECTABLE_TV and res.power >= 0.99
 
 
+def test_fused_tiles_are_the_streams():
+    """The fused sampler's stream is defined on 256-column tiles read in 32-column chunks (slot_order's defaults)."""
+    assert (tile_cdf.TILE_CDF_TILES.block_v, tile_cdf.TILE_CDF_TILES.epilogue_v) == (256, 32)
+
+
 def test_slot_order_is_a_permutation_and_draws_land_on_tokens_with_weight():
     order = slot_order()
     assert np.array_equal(np.sort(order), np.arange(256))

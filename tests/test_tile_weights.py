@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from flashsampling.tile_weights import WEIGHT_BITS, tile_weight, tile_weight_pair, tile_weights_np
+from flashsampling.tile_weights import WEIGHT_BITS, tile_weight, tile_weights_np
 
 
 @triton.jit
@@ -19,21 +19,6 @@ def _weights_kernel(s_ptr, m_ptr, q_ptr, N, BLOCK: tl.constexpr):
     s = tl.load(s_ptr + offs, mask=ok, other=0.0)
     m = tl.load(m_ptr + offs, mask=ok, other=0.0)
     tl.store(q_ptr + offs, tile_weight(s, m), mask=ok)
-
-
-@triton.jit
-def _pair_kernel(s_ptr, m_ptr, q_ptr, N, BLOCK: tl.constexpr):
-    """tile_weight_pair on the two halves of the block: elements offs and offs + BLOCK // 2."""
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK // 2)
-    ok0 = offs < N
-    ok1 = offs + BLOCK // 2 < N
-    s0 = tl.load(s_ptr + offs, mask=ok0, other=0.0)
-    s1 = tl.load(s_ptr + offs + BLOCK // 2, mask=ok1, other=0.0)
-    m0 = tl.load(m_ptr + offs, mask=ok0, other=0.0)
-    # One maximum for the pair, as in the kernel: the second half is weighed against the first half's maxima.
-    q0, q1 = tile_weight_pair(s0, s1, m0)
-    tl.store(q_ptr + offs, q0, mask=ok0)
-    tl.store(q_ptr + offs + BLOCK // 2, q1, mask=ok1)
 
 
 def kernel_weights(s: np.ndarray, m: np.ndarray, device) -> np.ndarray:
@@ -70,21 +55,6 @@ def test_kernel_equals_twin_bit_for_bit(device):
     for s, m in (edge_scores(), random_scores()):
         got = kernel_weights(s, m, device)
         assert np.array_equal(got, tile_weights_np(s, m))
-
-
-def test_pair_equals_twin_bit_for_bit(device):
-    """tile_weight_pair (the two polynomials interleaved in one assembly block when compiled) gives tile_weight's
-    bits: both halves of every block against the first half's maxima."""
-    for s, m in (edge_scores(), random_scores()):
-        block = 1024
-        n = s.size
-        st = torch.from_numpy(np.ascontiguousarray(s, np.float32)).to(device)
-        mt = torch.from_numpy(np.ascontiguousarray(m, np.float32)).to(device)
-        q = torch.empty(st.shape, dtype=torch.uint64, device=device)
-        _pair_kernel[(triton.cdiv(n, block),)](st, mt, q, n, BLOCK=block)
-        idx = np.arange(n)
-        first = idx - (idx % block) + (idx % block) % (block // 2)  # each element's maximum: its first-half twin's
-        assert np.array_equal(q.cpu().numpy(), tile_weights_np(s, m[first]))
 
 
 def test_weights_approximate_exp_within_the_bound():

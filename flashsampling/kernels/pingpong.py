@@ -58,7 +58,7 @@ from ..noise import (
     positive_log,
     uniform_side_from_bits,
 )
-from ..tile_weights import tile_weight, tile_weight_pair
+from ..tile_weights import tile_weight
 from .persistent import num_programs
 from .tile_cdf import mulhi_u128_u64
 
@@ -70,7 +70,6 @@ _log = gluon.jit(getattr(positive_log, "fn", positive_log))
 _side = gluon.jit(getattr(uniform_side_from_bits, "fn", uniform_side_from_bits))
 _approx_log2_e = gluon.jit(getattr(approx_log2_exponential, "fn", approx_log2_exponential))
 _tile_weight = gluon.jit(getattr(tile_weight, "fn", tile_weight))
-_tile_weight_pair = gluon.jit(getattr(tile_weight_pair, "fn", tile_weight_pair))
 _mulhi = gluon.jit(getattr(mulhi_u128_u64, "fn", mulhi_u128_u64))
 
 #: The kernel's ``NOISE`` switch: ``off`` (benchmarks), ``exact`` (the exact noise of every token in the fast
@@ -433,8 +432,7 @@ def _tile_cdf_draw(stage, cl: gl.constexpr, c_end, mult, top, rows, tile_start, 
     for c in range(0, BN // EV):
         s_even, s_odd, _b = _chunk_base(stage.index(c).load(cl), c, c_end, mult, zero_f, pos_even, pos_odd, BM, EV,
                                         MASKED)  # fmt: skip
-        w_even, w_odd = _tile_weight_pair(s_even, s_odd, m)
-        slot = slot + w_even + w_odd
+        slot = slot + _tile_weight(s_even, m) + _tile_weight(s_odd, m)
     if NOISE == NOISE_TILE_NO_BASES:
         run = gl.zeros_like(slot)
         total = gl.sum(slot, axis=1)
@@ -461,10 +459,9 @@ def _tile_cdf_draw(stage, cl: gl.constexpr, c_end, mult, top, rows, tile_start, 
                                         MASKED)  # fmt: skip
         pick_even = gl.max(gl.where(active, s_even, float("-inf")), axis=1)
         pick_odd = gl.max(gl.where(active, s_odd, float("-inf")), axis=1)
-        w_even, w_odd = _tile_weight_pair(pick_even, pick_odd, top)
-        cum = cum + w_even
+        cum = cum + _tile_weight(pick_even, top)
         count = count + (cum <= t_row).to(gl.int32)
-        cum = cum + w_odd
+        cum = cum + _tile_weight(pick_odd, top)
         count = count + (cum <= t_row).to(gl.int32)
     per_slot: gl.constexpr = 2 * (BN // EV)
     n = gl.minimum(below * per_slot + count, BN - 1)  # (BN only for a tile of weight 0, which is never chosen)
