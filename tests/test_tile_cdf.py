@@ -155,6 +155,16 @@ def test_sampler_in_slot_order_matches_softmax():
     assert res.min_detectable_tv <= DETECTABLE_TV and res.power >= 0.99
 
 
+def test_slot_order_check_fails_at_the_detectable_size():
+    """The slot-order check of ``test_sampler_in_slot_order_matches_softmax`` on a bias of the size it claims to detect:
+    the sampler at T = 0.72 against the T = 0.70 target (TV 0.0250)."""
+    z = _temperature_row()
+    p = softmax(z, 0.7)
+    assert total_variation(p, softmax(z, 0.72)) >= DETECTABLE_TV
+    res = goodness_of_fit(tile_cdf_sampler_np(z, 0.72, N, seed=3, order=slot_order()), p, alpha=ALPHA)
+    assert not res.passed, res
+
+
 def test_power_at_the_detectable_size():
     """A bias just above the detectable size: the sampler run at T = 0.72 against the T = 0.70 target."""
     z = _temperature_row()
