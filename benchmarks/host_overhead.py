@@ -6,6 +6,8 @@ The harness times the fused sampler as called and replayed from a CUDA graph; wh
 difference is host work that the GPU waits for.  For each shape and batch size this records the median
 ``time.perf_counter`` of one call (launches queued, no synchronization inside the timed call), of its parts
 (the stage-1 launch, the TMA descriptors), and ``do_bench`` medians as called and replayed, in interleaved rounds.
+Host times and "as called" are recorded for both launch paths: Triton's ``fn[grid]`` (``_triton``) and
+:mod:`flashsampling.kernels.launch`'s direct launch (``_direct``, the default), in one process.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import flashsampling  # noqa: E402
 from benchmarks.bench_h200 import graphed  # noqa: E402
 from benchmarks.common import bench_ms, probe_inputs, record_row  # noqa: E402
+from flashsampling.kernels import launch  # noqa: E402
 from flashsampling.kernels.fused import allocate_partials, choose_tiles, launch_fused_stage1  # noqa: E402
 from flashsampling.kernels.pingpong import tma_descriptors  # noqa: E402
 
@@ -62,7 +65,11 @@ def main() -> None:
             return launch_fused_stage1(h, w, inv, 1, 2, 1, tiles)
 
         replay = graphed(fused)
-        rec = {"tiles": repr(tiles), "host_us": {"sample": host_us(fused), "stage1": host_us(stage1)}, "rounds": []}
+        rec = {"tiles": repr(tiles), "host_us": {}, "rounds": []}
+        for path in ("triton", "direct"):  # Triton's launch path, then flashsampling.kernels.launch's
+            launch.ENABLED = path == "direct"
+            rec["host_us"][f"sample_{path}"] = host_us(fused)
+            rec["host_us"][f"stage1_{path}"] = host_us(stage1)
         if tiles.warp_specialized:
             rec["host_us"]["tma_descriptors"] = host_us(lambda h=h, w=w, t=tiles: tma_descriptors(h, w, t))
             n_tiles = triton.cdiv(V, tiles.block_v)
@@ -74,7 +81,12 @@ def main() -> None:
             pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(15)
             rec["profile"] = text.getvalue().splitlines()[-25:]
         for _ in range(args.rounds):
-            rec["rounds"].append({"as_called": bench_ms(fused), "graph": bench_ms(replay)})
+            timings = {}
+            for path in ("triton", "direct"):
+                launch.ENABLED = path == "direct"
+                timings[f"as_called_{path}"] = bench_ms(fused)
+            timings["graph"] = bench_ms(replay)
+            rec["rounds"].append(timings)
         record_row(out, f"{V}x{D}/B{B}", rec, args.out, show=("host_us", "rounds"))
 
 

@@ -15,6 +15,8 @@ import numbers
 import numpy as np
 import torch
 
+from .kernels.temperature import inverse_temperature as device_inverse_temperature
+
 #: Noise counters are uint32 words: index, row and sample must each stay below 2**32.
 MAX_COUNTER = 2**32
 #: Float dtypes the kernels read; products of bf16/fp16 values are exact in the fp32 accumulator.
@@ -134,8 +136,6 @@ def inverse_temperature(
     """``(inv, flags, all_greedy)``: the per-row float32 inverse temperature (0 marks greedy), and for
     a tensor the per-row ``FLAG_BAD_TEMPERATURE`` flags, computed on the device without a
     synchronization (``None`` for a number, which is checked here).  Metadata checks raise at once."""
-    from .kernels.temperature import inverse_temperature as device_inverse_temperature
-
     if isinstance(temperature, torch.Tensor):
         if temperature.dim() > 1 or (temperature.dim() == 1 and temperature.shape[0] != batch):
             raise ValueError(
@@ -147,19 +147,41 @@ def inverse_temperature(
             raise ValueError(f"temperature.device={temperature.device} differs from the inputs' device {device}")
         inv, flags = device_inverse_temperature(temperature, batch)
         return inv, flags, False
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+    if type(temperature) is not float and (
+        isinstance(temperature, bool) or not isinstance(temperature, numbers.Real)
+    ):  # the exact-type test first: numbers.Real's isinstance costs microseconds on every call
         raise TypeError(f"temperature must be a float or a tensor, got {type(temperature).__name__}")
     t = float(temperature)
     if math.isnan(t) or math.isinf(t) or t < 0:
         raise ValueError(f"temperature={temperature} is invalid; it must be finite and >= 0 (0 means greedy)")
-    # float32 division on the host with NumPy scalars (correctly rounded, as the device kernel's div_rn;
-    # torch CPU tensors would cost ~10 us per operation on every call).
-    with np.errstate(over="ignore", divide="ignore"):
-        inv = np.float32(1.0) / np.float32(t) if t > 0 else np.float32(0.0)
-    if not np.isfinite(inv):
-        raise ValueError(f"temperature={temperature} is too small: 1/temperature overflows float32; use 0 for greedy")
+    inv = host_inverse_temperature(t, temperature) if t > 0 else 0.0
     # torch.full launches a fill (no host-to-device copy, which would wait for the stream).
-    return torch.full((batch,), float(inv), dtype=torch.float32, device=device), None, t == 0
+    return torch.full((batch,), inv, dtype=torch.float32, device=device), None, t == 0
+
+
+#: Finite float64 values at or above this round to +inf in float32 (FLT_MAX plus half its last place).
+_FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
+
+
+def host_inverse_temperature(t: float, name_value=None) -> float:
+    """``float32(1) / float32(t)`` for a finite ``t > 0``, correctly rounded as the device's ``div_rn``.
+
+    Computed in float64 and rounded once to float32: for division, rounding to 53 bits and then to 24 gives the
+    correctly rounded 24-bit quotient, because 53 >= 2 * 24 + 2 (Figueroa, "When is double rounding
+    innocuous?", SIGNUM Newsl. 30(3), 1995).  ``tests/test_validation.py`` compares it with NumPy's float32
+    division.  No NumPy error state is touched (``np.errstate`` costs microseconds on every call).
+
+    Raises ``ValueError`` (naming ``temperature=name_value``) when ``t`` does not fit float32 (it would round to
+    +inf and sample greedily), or when ``1/t`` overflows float32 (``t`` too small; 0 is greedy).
+    """
+    shown = t if name_value is None else name_value
+    if t >= _FLOAT32_OVERFLOW:
+        raise ValueError(f"temperature={shown} does not fit float32 (it would round to infinity)")
+    t32 = float(np.float32(t))
+    q = 1.0 / t32 if t32 > 0 else math.inf
+    if q >= _FLOAT32_OVERFLOW:
+        raise ValueError(f"temperature={shown} is too small: 1/temperature overflows float32; use 0 for greedy")
+    return float(np.float32(q))
 
 
 def raise_on_kernel_flags(flags: torch.Tensor, what: str, *, temperature=None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -41,6 +42,7 @@ CASES = [
         "temperature.dtype",
     ),
     ("temperature=1e-45", lambda h, w: dict(temperature=1e-45), ValueError, "too small"),
+    ("temperature=1e39", lambda h, w: dict(temperature=1e39), ValueError, "does not fit float32"),
     ("seed=-1", lambda h, w: dict(seed=-1), ValueError, "seed"),
     ("seed=2**64", lambda h, w: dict(seed=2**64), ValueError, "seed"),
     ("seed=1.5", lambda h, w: dict(seed=1.5), TypeError, "seed"),
@@ -298,3 +300,30 @@ def test_programs_per_sm_counts_registers_and_shared_memory():
     assert programs_per_sm(capped, 2) == 2  # 2 x 128 regs x 256 threads = 64K; 2 x 96 KB of shared memory
     assert programs_per_sm(capped, 4) == 1  # fp32 inputs: 192 KB of pipeline
     assert programs_per_sm(T(16, 64, 64, num_warps=4, num_stages=2, max_registers=64), 2) == 8
+
+
+def test_host_inverse_temperature_is_float32_division():
+    """The scalar path's float64-then-float32 quotient equals NumPy's float32 ``1 / float32(t)`` bit for bit:
+    log-uniform temperatures over float32's whole range (quotients from subnormal to near overflow), the powers of
+    two, and the two edges (the largest temperature whose inverse is nonzero, the smallest that does not overflow)."""
+    from flashsampling._validate import host_inverse_temperature
+
+    rng = np.random.default_rng(5)
+    ts = np.concatenate(
+        [
+            np.exp(rng.uniform(np.log(3e-39), np.log(3.4e38), 200_000)),
+            rng.uniform(0.05, 4.0, 100_000),
+            2.0 ** np.arange(-126, 128, dtype=np.float64),
+            np.float32(1) / np.array([np.finfo(np.float32).max, np.finfo(np.float32).tiny], dtype=np.float32),
+        ]
+    ).astype(np.float32)
+    with np.errstate(over="ignore", divide="ignore"):
+        want = np.float32(1) / ts
+    for t, q in zip(ts.tolist(), want.tolist(), strict=True):
+        if math.isinf(q):
+            with pytest.raises(ValueError, match="too small"):
+                host_inverse_temperature(t)
+        else:
+            assert host_inverse_temperature(t) == q, t
+    # a float64 temperature between float32 values is rounded to float32 first, as the tensor path does
+    assert host_inverse_temperature(0.7) == float(np.float32(1) / np.float32(0.7))

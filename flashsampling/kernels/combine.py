@@ -57,18 +57,19 @@ import triton.language as tl
 
 from .._device import INTERPRET
 from ..noise import STREAM_GROUP, STREAM_ONLINE, exponential_from_bits, gumbel_from_bits, philox4x32, positive_log
+from .launch import cdiv, direct, next_power_of_2
 
 
 def _blocks(P: int, inner: int) -> tuple[int, int]:
     """(pairs per program, inner block) for ``P`` pairs and an inner axis of length ``inner``."""
     if INTERPRET:
         # One 64k-element tile: the interpreter pays per program, not per element.
-        block_i = min(triton.next_power_of_2(max(inner, 1)), 256)
-        return min(triton.next_power_of_2(P), max(1, (1 << 16) // block_i)), block_i
+        block_i = min(next_power_of_2(max(inner, 1)), 256)
+        return min(next_power_of_2(P), max(1, (1 << 16) // block_i)), block_i
     # GPU: 128 per step; pairs per program only once there are more than ~256 programs (two per
     # SM), and at most 2048 elements per program (16 per thread at 4 warps) beside Philox's state.
-    block_i = min(triton.next_power_of_2(max(inner, 1)), 128)
-    return min(triton.next_power_of_2(triton.cdiv(P, 256)), max(1, (1 << 11) // block_i)), block_i
+    block_i = min(next_power_of_2(max(inner, 1)), 128)
+    return min(next_power_of_2(cdiv(P, 256)), max(1, (1 << 11) // block_i)), block_i
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,7 +164,7 @@ def launch_reduce_candidates(parts, inv_temp: torch.Tensor, *, return_lse: bool)
     logmass = torch.empty((B,), dtype=torch.float64, device=dev)
     flags = torch.empty((B,), dtype=torch.int32, device=dev)
     block_p, block_t = _blocks(P, T)
-    reduce_candidates_kernel[(triton.cdiv(P, block_p),)](
+    direct(reduce_candidates_kernel)[(cdiv(P, block_p),)](
         part_max, part_key, part_idx, lse, tile_flags, inv_temp.contiguous(), m, key, idx, logmass, flags, P, S, T,
         BLOCK_SIZE_P=block_p, BLOCK_SIZE_T=block_t, RETURN_LSE=return_lse,
     )  # fmt: skip
@@ -298,7 +299,7 @@ def launch_combine_groups(
     choice = torch.empty((B, S), dtype=torch.int64, device=device)
     row_flags = torch.empty((B, S), dtype=torch.int32, device=device)
     block_p, block_k = _blocks(P, K)
-    combine_groups_kernel[(triton.cdiv(P, block_p),)](
+    direct(combine_groups_kernel)[(cdiv(P, block_p),)](
         logmass.contiguous(), best.contiguous(), key.contiguous(), index.contiguous(), ids.contiguous(),
         flags.contiguous(), inv_temp.contiguous(), tokens, choice, row_flags, P, S, K, flags.shape[1],
         seed_lo, seed_hi,
@@ -383,7 +384,7 @@ def launch_online_merge(
     l_out = torch.empty_like(logmass)
     f_out = torch.empty_like(flags)
     block_p, _ = _blocks(P, 1)
-    online_merge_kernel[(triton.cdiv(P, block_p),)](
+    direct(online_merge_kernel)[(cdiv(P, block_p),)](
         cm, ck, ci, lc, cflags, inv_temp, logmass, flags, best, key, index, l_out, f_out, P, S, start,
         seed_lo, seed_hi, BLOCK_SIZE_P=block_p, STREAM=STREAM_ONLINE, N_ROUNDS=n_rounds,
     )  # fmt: skip
@@ -445,7 +446,7 @@ def launch_stream_noise(
     if total == 0:
         return g, e, key
     block = 1024  # flat counters per program
-    stream_noise_kernel[(triton.cdiv(total, block),)](
+    direct(stream_noise_kernel)[(cdiv(total, block),)](
         ids.contiguous(), g, e, key, B, S, K, seed_lo, seed_hi, stream, BLOCK_SIZE=block, N_ROUNDS=n_rounds
     )
     return g, e, key

@@ -45,6 +45,7 @@ import triton
 import triton.language as tl
 
 from .._device import UPCAST_DOT
+from .launch import cdiv, direct, next_power_of_2
 from .persistent import launch_persistent, tma_compatible
 from .select import perturb_select_store, tile_epilogue
 
@@ -118,6 +119,7 @@ class TileConfig:
         return self.epilogue_v or self.block_v
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of four ints, asked on every call
 def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
     """Tile choice by batch size (tuned on the H200 for bf16: see benchmarks/NOTES.md).
 
@@ -126,7 +128,7 @@ def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
     memory (the H200 has 227 KB per block): the bf16 choice for B > 128 would need 295 KB in fp32.
     """
     if UPCAST_DOT:  # the interpreter: each tl op costs ~0.1 ms whatever its size; few, large programs
-        return TileConfig(block_b=max(16, min(64, triton.next_power_of_2(B))), block_v=256, block_d=64)
+        return TileConfig(block_b=max(16, min(64, next_power_of_2(B))), block_v=256, block_d=64)
     # benchmarks/results/tile_sweep_h200_v4.json (V=151936, D=4096, bf16): best config per B without spills.
     if B <= 16:
         cfg = TileConfig(block_b=16, block_v=64, block_d=256, num_warps=4, num_stages=3)
@@ -149,6 +151,7 @@ def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
     return cfg
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of B, asked on every call
 def warp_specialized_tiles(B: int) -> TileConfig | None:
     """Tiles of the warp-specialized Gluon kernel (:mod:`.pingpong`) for ``B > 32`` rows, ``None``
     below (where the weight stream, not the epilogue, is the cost and the Triton defaults are within
@@ -182,10 +185,10 @@ def logits_tiles(B: int, V: int, block_b: int | None = None, block_v: int | None
     defaults -- 4 x 1024 compiled; as large as 64K elements interpreted."""
     V = max(V, 1)
     if UPCAST_DOT:
-        dbb = min(64, triton.next_power_of_2(B))
-        dbv = max(16, min(triton.next_power_of_2(V), (1 << 16) // dbb))
+        dbb = min(64, next_power_of_2(B))
+        dbv = max(16, min(next_power_of_2(V), (1 << 16) // dbb))
     else:
-        dbb, dbv = min(4, triton.next_power_of_2(B)), max(16, min(1024, triton.next_power_of_2(V)))
+        dbb, dbv = min(4, next_power_of_2(B)), max(16, min(1024, next_power_of_2(V)))
     bb, bv = block_b or dbb, block_v or dbv
     for name, v in (("block_b", bb), ("block_v", bv)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v & (v - 1):
@@ -362,7 +365,7 @@ def launch_fused_stage1(
     persistent = tiles.persistent and tma_compatible(hidden, weight)
     one_sample = num_samples == 1 and not return_lse
     pingpong = tiles.warp_specialized and one_sample and warp_specialized_supported(hidden, weight, col_offset)
-    T = triton.cdiv(V, tiles.block_v if pingpong else tiles.candidate_v)
+    T = cdiv(V, tiles.block_v if pingpong else tiles.candidate_v)
     parts = allocate_partials(B, num_samples, T, hidden.device, return_lse)
     upcast = UPCAST_DOT or hidden.dtype == torch.float32 or weight.dtype == torch.float32
     if pingpong:
@@ -379,11 +382,11 @@ def launch_fused_stage1(
             return_lse=return_lse, n_rounds=n_rounds, noise=noise, upcast=upcast,
         )  # fmt: skip
     else:
-        grid = (triton.cdiv(B, tiles.block_b) * triton.cdiv(V, tiles.block_v),)
+        grid = (cdiv(B, tiles.block_b) * cdiv(V, tiles.block_v),)
         # The staged epilogue's scratch: one fp32 tile per program (B_pad * V_pad * 4 bytes).
         scratch_numel = grid[0] * tiles.block_b * tiles.block_v if tiles.epilogue_v else 1
         scratch = torch.empty(scratch_numel, dtype=torch.float32, device=hidden.device)
-        kernel = fused_stage1_kernel[grid](
+        kernel = direct(fused_stage1_kernel)[grid](
             hidden, weight, inv_temp, *parts, scratch,
             B, V, D, col_offset, num_samples, seed_lo, seed_hi,
             hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
@@ -424,10 +427,10 @@ def launch_logits_stage1(
     """Allocate the buffers and launch stage 1 on ``logits [B, V]`` (column ``v`` = global index
     ``col_offset + v``).  Returns ``(part_max, part_key, part_idx, flags, lse)``."""
     B, V = logits.shape
-    T = triton.cdiv(V, block_v)
+    T = cdiv(V, block_v)
     parts = allocate_partials(B, num_samples, T, logits.device, return_lse)
-    grid = (triton.cdiv(B, block_b) * T,)
-    logits_stage1_kernel[grid](
+    grid = (cdiv(B, block_b) * T,)
+    direct(logits_stage1_kernel)[grid](
         logits, inv_temp, *parts,
         B, V, col_offset, num_samples, seed_lo, seed_hi,
         logits.stride(0), logits.stride(1),

@@ -33,6 +33,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup_mma, warpgroup_mma_wait
 
+from .launch import direct
 from .pingpong import (
     _load_partition,
     _stage_tile,
@@ -169,7 +170,7 @@ def launch_handoff(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, 
     tile); ``tiles.warp_groups`` is the number of epilogue groups.  Returns the compiled kernel."""
     ne = tiles.warp_groups
     progs, args = kernel_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset, programs)
-    return fused_handoff_kernel[(progs,)](
+    return direct(fused_handoff_kernel)[(progs,)](
         *args,
         STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NE=ne,
         NOISE=noise_switch(noise, noise_filter),

@@ -32,6 +32,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from .launch import cdiv, direct
 from .select import tile_epilogue
 
 
@@ -134,13 +135,13 @@ def launch_persistent(
     H200, so it is not offered)."""
     B, D = hidden.shape
     V = weight.shape[0]
-    num_tiles = triton.cdiv(B, tiles.block_b) * triton.cdiv(V, tiles.block_v)
+    num_tiles = cdiv(B, tiles.block_b) * cdiv(V, tiles.block_v)
     progs = num_programs(hidden.device, num_tiles, programs_per_sm(tiles, hidden.element_size()))
     scratch_numel = progs * tiles.block_b * tiles.block_v if tiles.epilogue_v else 1
     scratch = torch.empty(scratch_numel, dtype=torch.float32, device=hidden.device)
     h_desc = TensorDescriptor.from_tensor(hidden, block_shape=[tiles.block_b, tiles.block_d])
     w_desc = TensorDescriptor.from_tensor(weight, block_shape=[tiles.block_v, tiles.block_d])
-    return fused_persistent_kernel[(progs,)](
+    return direct(fused_persistent_kernel)[(progs,)](
         h_desc, w_desc, inv_temp, *parts, scratch,
         B, V, D, col_offset, num_samples, seed_lo, seed_hi,
         BLOCK_SIZE_B=tiles.block_b, BLOCK_SIZE_V=tiles.block_v, BLOCK_SIZE_D=tiles.block_d, NUM_PROGRAMS=progs,

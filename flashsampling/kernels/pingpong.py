@@ -42,6 +42,8 @@ TMA can read, compiled on sm_90 (:func:`~flashsampling.kernels.fused.warp_specia
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 from triton.experimental import gluon
@@ -59,6 +61,7 @@ from ..noise import (
     uniform_side_from_bits,
 )
 from ..tile_weights import tile_weight
+from .launch import cdiv, direct
 from .persistent import num_programs
 from .tile_cdf import mulhi_u128_u64
 
@@ -817,10 +820,16 @@ def fused_pingpong_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_p
 def tma_descriptors(hidden, weight, tiles) -> tuple:
     """The TMA descriptors of ``hidden`` (``block_b x block_d`` boxes) and ``weight`` (``block_v x block_d``)."""
     bm, bn, bk = tiles.block_b, tiles.block_v, tiles.block_d
-    gdt = gl.bfloat16 if hidden.dtype == torch.bfloat16 else gl.float16
-    h_desc = TensorDescriptor.from_tensor(hidden, [bm, bk], gl.NVMMASharedLayout.get_default_for([bm, bk], gdt))
-    w_desc = TensorDescriptor.from_tensor(weight, [bn, bk], gl.NVMMASharedLayout.get_default_for([bn, bk], gdt))
+    bf16 = hidden.dtype == torch.bfloat16
+    h_desc = TensorDescriptor.from_tensor(hidden, [bm, bk], _shared_layout(bm, bk, bf16))
+    w_desc = TensorDescriptor.from_tensor(weight, [bn, bk], _shared_layout(bn, bk, bf16))
     return h_desc, w_desc
+
+
+@functools.cache
+def _shared_layout(rows: int, cols: int, bf16: bool):
+    """The TMA boxes' shared-memory layout (cached: building one costs the host microseconds on every call)."""
+    return gl.NVMMASharedLayout.get_default_for([rows, cols], gl.bfloat16 if bf16 else gl.float16)
 
 
 def kernel_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset, programs=None):
@@ -828,7 +837,7 @@ def kernel_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, c
     the positional arguments that the Gluon stage-1 kernels (this module's and :mod:`.handoff`'s) share."""
     B, D = hidden.shape
     V = weight.shape[0]
-    num_tiles = triton.cdiv(B, tiles.block_b) * triton.cdiv(V, tiles.block_v)
+    num_tiles = cdiv(B, tiles.block_b) * cdiv(V, tiles.block_v)
     progs = programs or num_programs(hidden.device, num_tiles)
     part_max, part_key, part_idx, flags, _ = parts
     args = (*tma_descriptors(hidden, weight, tiles), inv_temp, part_max, part_key, part_idx, flags,
@@ -879,7 +888,7 @@ def launch_pingpong(
     check_timing_options(mode, noise_mode)
     nc = tiles.warp_groups
     progs, args = kernel_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset, programs)
-    return fused_pingpong_kernel[(progs,)](
+    return direct(fused_pingpong_kernel)[(progs,)](
         *args,
         STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NC=nc,
         NOISE=noise_switch(noise, noise_filter) if noise_mode is None else NOISES[noise_mode],

@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from .._device import INTERPRET
+from .launch import direct, next_power_of_2
 
 
 @triton.jit
@@ -96,6 +97,8 @@ def launch_reduce_tiles(part_max, part_key, part_idx, flags, V: int) -> tuple[to
     B, S, T = part_max.shape
     tokens = torch.empty((B, S), dtype=torch.int64, device=part_max.device)
     row_flags = torch.empty((B, S), dtype=torch.int32, device=part_max.device)
-    block_t = min(triton.next_power_of_2(T), 1024)
-    reduce_tiles_kernel[(B * S,)](part_max, part_key, part_idx, flags, tokens, row_flags, S, T, V, BLOCK_SIZE_T=block_t)
+    block_t = min(next_power_of_2(T), 1024)
+    direct(reduce_tiles_kernel)[(B * S,)](
+        part_max, part_key, part_idx, flags, tokens, row_flags, S, T, V, BLOCK_SIZE_T=block_t
+    )
     return tokens, row_flags

@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 from .._device import INTERPRET
+from .launch import cdiv, direct, next_power_of_2
 from .select import FLAG_BAD_TEMPERATURE
 
 
@@ -53,8 +54,8 @@ def inverse_temperature(t: torch.Tensor, batch: int) -> tuple[torch.Tensor, torc
     inv = torch.empty(batch, dtype=torch.float32, device=t.device)
     flags = torch.empty(batch, dtype=torch.int32, device=t.device)
     stride = t.stride(0) if t.dim() == 1 else 0
-    block = min(1024, triton.next_power_of_2(batch))
-    inverse_temperature_kernel[(triton.cdiv(batch, block),)](
+    block = min(1024, next_power_of_2(batch))
+    direct(inverse_temperature_kernel)[(cdiv(batch, block),)](
         t, inv, flags, batch, stride, BLOCK=block, FLAG=FLAG_BAD_TEMPERATURE
     )
     return inv, flags

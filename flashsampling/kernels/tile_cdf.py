@@ -18,6 +18,7 @@ import triton.language as tl
 
 from ..noise import STREAM_TILE, philox4x32
 from ..tile_weights import tile_weight
+from .launch import cdiv, direct
 
 _STREAM = tl.constexpr(STREAM_TILE)
 
@@ -91,11 +92,11 @@ def launch_tile_cdf_stage1(logits: torch.Tensor, inv_temp: torch.Tensor, seed_lo
     if block_v > 256:
         raise ValueError(f"block_v={block_v} must be <= 256: 2**55-scaled weights of a tile must sum below 2**63")
     B, V = logits.shape
-    K = triton.cdiv(V, block_v)
+    K = cdiv(V, block_v)
     m = torch.empty((B, K), dtype=torch.float32, device=logits.device)
     q = torch.empty((B, K), dtype=torch.uint64, device=logits.device)
     j = torch.empty((B, K), dtype=torch.int64, device=logits.device)
-    grid = (triton.cdiv(B, block_b) * K,)
-    tile_cdf_stage1_kernel[grid](logits, inv_temp, m, q, j, B, V, logits.stride(0), seed_lo, seed_hi,
+    grid = (cdiv(B, block_b) * K,)
+    direct(tile_cdf_stage1_kernel)[grid](logits, inv_temp, m, q, j, B, V, logits.stride(0), seed_lo, seed_hi,
                                  BLOCK_B=block_b, BLOCK_V=block_v, N_ROUNDS=n_rounds)  # fmt: skip
     return m, q, j
