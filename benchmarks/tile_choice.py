@@ -1,6 +1,7 @@
 """The Gluon kernel's tile choice through ``flashsampling.sample``, in the harness's conditions.
 
-For each harness shape and B in {128, 256}: ``sample()`` with each candidate ``TileConfig`` and the cuBLAS
+For each harness shape and B in {128, 256} (``--set small``: B <= 64, the default against the Gluon kernel's
+64 x 128 tiles): ``sample()`` with each candidate ``TileConfig`` and the cuBLAS
 matmul, timed in one process with the harness's timer (``triton.testing.do_bench`` median, L2 flushed),
 the candidates interleaved over ``--rounds`` rounds so that clock drift hits them alike.  Writes JSON.
 
@@ -29,6 +30,11 @@ CANDIDATES = {
     "2 groups, 64x256, 4 stages, 32-col": TileConfig(64, 256, 64, num_stages=4, epilogue_v=32, warp_groups=2, **WS),
     "2 groups, 64x256, 4 stages, 16-col": TileConfig(64, 256, 64, num_stages=4, epilogue_v=16, warp_groups=2, **WS),
 }
+#: ``--set small``: below B = 33 the default is a Triton kernel; does the Gluon kernel's B <= 64 tile do better?
+SMALL_CANDIDATES = {
+    "default": None,
+    "3 groups, 64x128, 6 stages, 16-col": CANDIDATES["3 groups, 64x128, 6 stages, 16-col"],
+}
 
 
 def main() -> None:
@@ -36,22 +42,24 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--batches", default="128,256")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--set", choices=("large", "small"), default="large", help="the candidates: B >= 128 or B <= 64")
     args = ap.parse_args()
+    candidates = CANDIDATES if args.set == "large" else SMALL_CANDIDATES
     gen = torch.Generator(device="cuda").manual_seed(0)
     out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": []}
     for V, D in SHAPES:
         w = (torch.randn(V, D, device="cuda", generator=gen) * 0.02).to(torch.bfloat16)
         for B in [int(b) for b in args.batches.split(",")]:
             h = torch.randn(B, D, device="cuda", generator=gen).to(torch.bfloat16)
-            times = {name: [] for name in ["matmul", *CANDIDATES]}
+            times = {name: [] for name in ["matmul", *candidates]}
             ref = flashsampling.sample(h, w, temperature=TEMPERATURE, seed=1234, host_checks=False)
             agree = {}
-            for name, tc in CANDIDATES.items():
+            for name, tc in candidates.items():
                 tok = flashsampling.sample(h, w, temperature=TEMPERATURE, seed=1234, host_checks=False, tiles=tc)
                 agree[name] = float((tok == ref).float().mean())
             for _ in range(args.rounds):
                 times["matmul"].append(bench_ms(lambda h=h, w=w: h @ w.T))
-                for name, tc in CANDIDATES.items():
+                for name, tc in candidates.items():
                     times[name].append(
                         bench_ms(lambda h=h, w=w, tc=tc: flashsampling.sample(h, w, temperature=TEMPERATURE, seed=1234,
                                                                            host_checks=False, tiles=tc))

@@ -34,7 +34,7 @@ from flashsampling.kernels.reduce import reduce_tiles  # noqa: E402
 
 # (block_b, block_v, block_d, num_warps, num_stages, epilogue_v).  Earlier candidate lists are recorded
 # in results/tile_sweep_h200_*.json (their seventh entry is the since removed swap_ab option).
-SMALL = [(16, 64, 256, 4, 3, 0), (16, 128, 256, 4, 3, 32), (16, 128, 128, 4, 4, 0)]
+SMALL = [(16, 64, 128, 4, 4, 0), (16, 64, 256, 4, 3, 0), (16, 128, 256, 4, 3, 32), (16, 128, 128, 4, 4, 0)]
 CONFIGS = {
     1: SMALL,
     4: SMALL,
@@ -97,7 +97,12 @@ def main() -> None:
     ap.add_argument("--D", type=int, default=4096)
     ap.add_argument("--batches", default=",".join(str(b) for b in CONFIGS))
     ap.add_argument("--plain-matmul", action="store_true", help="also time plain Triton matmuls (B >= 64)")
+    ap.add_argument(
+        "--configs",
+        help='JSON {"B": [[block_b, block_v, block_d, num_warps, num_stages, epilogue_v], ...]} replacing CONFIGS[B]',
+    )
     args = ap.parse_args()
+    configs = {**CONFIGS, **{int(b): [tuple(c) for c in cs] for b, cs in json.loads(args.configs or "{}").items()}}
     V, D = args.V, args.D
     torch.manual_seed(0)
     w = (torch.randn(V, D, device="cuda") * 0.02).to(torch.bfloat16)
@@ -119,7 +124,7 @@ def main() -> None:
                 print(json.dumps(r), flush=True)
             del z
         best = None
-        for cfg in CONFIGS[B]:
+        for cfg in configs[B]:
             t = TileConfig(*cfg)
             compiled: list = []
             try:
