@@ -47,6 +47,27 @@ def test_one_direct_kernel_per_function():
     assert launch.direct(reduce_tiles_kernel).fn is reduce_tiles_kernel
 
 
+def test_launch_hooks_detected():
+    """A registered hook (Triton 3.6's ``HookChain``, or a bare callable) sends launches through Triton."""
+    from types import SimpleNamespace
+
+    from triton.knobs import HookChain
+
+    empty = SimpleNamespace(launch_enter_hook=HookChain(), launch_exit_hook=HookChain(reversed=True))
+    assert not launch._hooked(empty)
+    chain = HookChain()
+    chain.add(print)
+    assert launch._hooked(SimpleNamespace(launch_enter_hook=chain, launch_exit_hook=HookChain()))
+    assert launch._hooked(SimpleNamespace(launch_enter_hook=None, launch_exit_hook=print))
+    assert not launch._hooked(SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None))
+
+
+def test_direct_path_only_on_checked_triton():
+    import triton
+
+    assert launch._CHECKED == triton.__version__.startswith(launch.CHECKED_TRITON)
+
+
 def _inputs(B: int, V: int, D: int, seed: int = 0, offset: int = 0):
     """bf16 ``hidden [B, D]``, ``offset`` elements into its storage (misaligned when odd), and ``weight [V, D]``."""
     g = torch.Generator(device="cuda").manual_seed(seed)

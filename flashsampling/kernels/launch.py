@@ -13,7 +13,8 @@ one dictionary lookup: the key is ``(device, debug, the binder's specialization,
 the value the kernel that ``fn[grid]`` compiled for it on the first such call.  The launch then
 goes straight to the compiled kernel's launcher on the current stream, without the profiling
 hooks.  It falls back to ``fn[grid]`` in the interpreter, when a launch hook is registered (for
-example Proton's), and when :data:`ENABLED` is false (the benchmarks time both paths).
+example Proton's), when :data:`ENABLED` is false (the benchmarks time both paths), and on a Triton other
+than 3.6 (the binder's return value and the launcher's arguments are Triton internals, checked on 3.6 only).
 ``tests/test_launch.py`` checks on the GPU that both paths give the same bits and that differently
 specialized arguments get their own kernel.
 """
@@ -24,12 +25,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import triton
 from triton import knobs
 
 from .._device import INTERPRET
 
 #: Switch for the benchmarks (``benchmarks/host_overhead.py`` times both paths in one process).
 ENABLED: bool = True
+
+#: The Triton versions whose internals the direct path was checked against (``tests/test_launch.py`` on the H200).
+CHECKED_TRITON: tuple[str, ...] = ("3.6.",)
+_CHECKED = triton.__version__.startswith(CHECKED_TRITON)
 
 
 class DirectKernel:
@@ -44,9 +50,7 @@ class DirectKernel:
 
     def launch(self, grid: Sequence[int], args: tuple, kwargs: dict) -> Any:
         """Launch on ``grid`` (a tuple of ints); returns the compiled kernel, as ``fn[grid]`` does."""
-        if INTERPRET or not ENABLED:
-            return self.fn[grid](*args, **kwargs)
-        if knobs.runtime.launch_enter_hook.calls or knobs.runtime.launch_exit_hook.calls:
+        if INTERPRET or not ENABLED or not _CHECKED or _hooked(knobs.runtime):
             return self.fn[grid](*args, **kwargs)
         device = torch.cuda.current_device()
         bound, specialization, options = self.fn.device_caches[device][4](*args, **kwargs)
@@ -64,6 +68,13 @@ class DirectKernel:
         kernel.run(grid_x, grid_y, grid_z, stream, kernel.function, kernel.packed_metadata, None, None, None,
                    *bound.values())  # fmt: skip
         return kernel
+
+
+def _hooked(runtime) -> bool:
+    """Whether a launch hook is registered (Triton 3.6 keeps them in ``HookChain.calls``; a plain callable or
+    ``None`` also counts, as other versions may hold one)."""
+    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+    return bool(getattr(enter, "calls", enter)) or bool(getattr(leave, "calls", leave))
 
 
 _DIRECT: dict[int, DirectKernel] = {}
