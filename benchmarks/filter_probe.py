@@ -9,6 +9,8 @@ the same inputs, at temperature 0.9 and at a high temperature where rows are nea
 
 ``--modes lse_proxy,lse_proxy_f64,lse_proxy_fixed`` also times those noise modes of the kernel (pingpong.NOISES:
 the cost floor of sampling inside each tile by its inverse CDF, one uniform per row and tile).
+``--kernel-modes bare,register_argmax,staged_bare`` times the kernel's timing modes (pingpong.MODES), which place the
+noise-free pipeline's cost; ``--base no_noise --temps ''`` skips the filter's runs and its comparison.
 ``--philox-rounds 10,7,0`` also times both noise modes with fewer Philox rounds (``exact_r7``, ...): an
 attribution experiment only (how much of the noise's cost is Philox's integer work); the library always runs
 10 rounds, and fewer rounds are a different, unverified stream.
@@ -30,11 +32,13 @@ from flashsampling.kernels.handoff import launch_handoff  # noqa: E402
 from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
 
 
-def launcher(h, w, inv, tiles, noise: bool, noise_filter: bool, n_rounds: int = 10, noise_mode=None):
+def launcher(h, w, inv, tiles, noise: bool, noise_filter: bool, n_rounds: int = 10, noise_mode=None, mode=None):
     parts = allocate_partials(h.shape[0], 1, triton.cdiv(w.shape[0], tiles.block_v), h.device)
     launch = launch_handoff if tiles.handoff else launch_pingpong
 
     extra = {} if noise_mode is None else {"noise_mode": noise_mode}
+    if mode is not None:
+        extra["mode"] = mode
 
     def run():
         launch(h, w, inv, parts, 11, 12, tiles, col_offset=0, n_rounds=n_rounds, noise=noise, noise_filter=noise_filter,
@@ -54,13 +58,16 @@ def main() -> None:
     ap.add_argument("--philox-rounds", default="10", help="comma-separated Philox round counts to time")
     ap.add_argument("--modes", default="", help="comma-separated extra noise modes to time (pingpong.NOISES keys, "
                     "such as lse_proxy,lse_proxy_f64,lse_proxy_fixed)")  # fmt: skip
+    ap.add_argument("--kernel-modes", default="", help="comma-separated timing modes of the kernel, without noise "
+                    "(pingpong.MODES keys: bare, register_argmax, staged_bare)")  # fmt: skip
+    ap.add_argument("--base", default="filtered,exact,no_noise", help="which of the three default runs to time")
     args = ap.parse_args()
     dev = torch.device("cuda")
     out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": {}}
     for V, D, B, h, w in probe_inputs(args.shapes, args.batches, dev):
         tiles = warp_specialized_tiles(B)
         rec = {"tiles": repr(tiles), "equal": {}, "rounds": []}
-        for t in (float(x) for x in args.temps.split(",")):
+        for t in (float(x) for x in filter(None, args.temps.split(","))):
             inv = torch.full((B,), 1.0 / t, device=dev)
             inv[0] = 0.0  # one greedy row
             a = [x.clone() for x in launcher(h, w, inv, tiles, True, True)()[:4]]
@@ -72,6 +79,9 @@ def main() -> None:
             "exact": launcher(h, w, inv, tiles, True, False),
             "no_noise": launcher(h, w, inv, tiles, False, False),
         }
+        runs = {k: f for k, f in runs.items() if k in args.base.split(",")}
+        for kmode in filter(None, args.kernel_modes.split(",")):
+            runs[f"mode_{kmode}"] = launcher(h, w, inv, tiles, False, False, mode=kmode)
         for mode in filter(None, args.modes.split(",")):
             runs[mode] = launcher(h, w, inv, tiles, True, False, noise_mode=mode)
         for r in (int(x) for x in args.philox_rounds.split(",")):

@@ -101,13 +101,18 @@ def test_gluon_kernel_compiles_for_sm90_without_spills(batch, noise, tmp_path):
 
 
 @pytest.mark.skipif(not PTXAS.exists(), reason="triton without ptxas")
-@pytest.mark.parametrize("mode", ["bare", "epilogue"])
+@pytest.mark.parametrize("mode", ["bare", "epilogue", "staged_bare", "register_argmax"])
 def test_timing_modes_compile_for_sm90(mode, tmp_path):
     """The benchmarks' timing modes of the Gluon kernel (pingpong.MODES) build for sm_90a with the
-    B=256 tiles: ``bare`` has no sampler epilogue, ``epilogue`` no loads or MMAs."""
-    text, _ = _compile(tmp_path, warp_specialized_tiles(256), mode)
-    assert ("wgmma.mma_async" in text) == (mode == "bare")
-    assert ("mbarrier.try_wait" in text) and ("cp.async.bulk.tensor" in text) == (mode == "bare")
+    B=256 tiles: ``epilogue`` has no loads or MMAs, the others have both; ``staged_bare`` and ``register_argmax``
+    do not spill."""
+    tiles = warp_specialized_tiles(256)
+    text, _ = _compile(tmp_path, tiles, mode)
+    matmul = mode != "epilogue"
+    assert ("wgmma.mma_async" in text) == matmul
+    assert ("mbarrier.try_wait" in text) and ("cp.async.bulk.tensor" in text) == matmul
+    if mode in ("staged_bare", "register_argmax"):
+        _assert_no_spills(tmp_path, text, launch_registers(tiles.warp_groups))
 
 
 @pytest.mark.skipif(not PTXAS.exists(), reason="triton without ptxas")

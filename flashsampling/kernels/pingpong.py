@@ -112,10 +112,16 @@ FILTER_REL = gl.constexpr(2.0**-20)
 #: not samples: ``bare``, the matmul and pipeline with each row's maximum logit as the epilogue
 #: (:func:`_bare_epilogue`), and ``epilogue``, the sampler's epilogue alone on a synthetic accumulator,
 #: without loads or matmul (the groups' epilogues still take the staging buffer in turn, so the time is
-#: the sum of the tiles' epilogues).
-MODES = {"sample": 0, "bare": 1, "epilogue": 2}
+#: the sum of the tiles' epilogues).  Two more place the noise-free pipeline's cost between ``bare`` and the
+#: sampler without noise: ``register_argmax``, each row's maximum of ``z / T`` and its first column from the
+#: accumulator's registers (:func:`_register_argmax_epilogue`, no staging), and ``staged_bare``, the tile staged in
+#: shared memory and read back chunk by chunk for each row's maximum (:func:`_staged_bare_epilogue`, the staging
+#: buffer taken in turn as the sampler does).
+MODES = {"sample": 0, "bare": 1, "epilogue": 2, "staged_bare": 3, "register_argmax": 4}
 MODE_BARE = gl.constexpr(MODES["bare"])
 MODE_EPILOGUE_ALONE = gl.constexpr(MODES["epilogue"])
+MODE_STAGED_BARE = gl.constexpr(MODES["staged_bare"])
+MODE_REGISTER_ARGMAX = gl.constexpr(MODES["register_argmax"])
 
 
 @gluon.jit
@@ -700,6 +706,40 @@ def _bare_epilogue(acc, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM: gl.const
 
 
 @gluon.jit
+def _register_argmax_epilogue(acc, pid_b, pid_v, num_v_tiles, B, inv_temp_ptr, part_max_ptr, part_idx_ptr,
+                              BM: gl.constexpr, BN: gl.constexpr):  # fmt: skip
+    """Timing mode ``register_argmax``, not a sampler: each row's maximum of ``z / T`` and its first column, from
+    the accumulator's registers (a row's columns lie in the 4 threads of a quad), written to ``part_max`` and
+    ``part_idx``."""
+    layout: gl.constexpr = acc.type.layout
+    vec: gl.constexpr = gl.SliceLayout(1, layout)
+    rows = pid_b * BM + gl.arange(0, BM, layout=vec)
+    row_ok = rows < B
+    inv = gl.load(inv_temp_ptr + rows.to(gl.int64), mask=row_ok, other=1.0)
+    scores = acc * inv[:, None]
+    m = gl.max(scores, axis=1)
+    cols = gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
+    pos = gl.min(gl.where(scores == m[:, None], cols[None, :], BN), axis=1)
+    off = rows.to(gl.int64) * num_v_tiles + pid_v
+    gl.store(part_max_ptr + off, m, mask=row_ok)
+    gl.store(part_idx_ptr + off, pid_v.to(gl.int64) * BN + pos, mask=row_ok)
+
+
+@gluon.jit
+def _staged_bare_epilogue(stage, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM: gl.constexpr, BN: gl.constexpr,
+                          EV: gl.constexpr):  # fmt: skip
+    """Timing mode ``staged_bare``, not a sampler: the staged tile (``[BN // EV, BM, EV]`` chunks, as the sampler's
+    epilogue reads them) read back for each row's maximum, written to ``part_max``."""
+    cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
+    run = gl.full([BM, EV], float("-inf"), gl.float32, cl)
+    for c in range(0, BN // EV):
+        run = gl.maximum(run, stage.index(c).load(cl))
+    m = gl.max(run, axis=1)
+    rows = pid_b * BM + gl.arange(0, BM, layout=m.type.layout)
+    gl.store(part_max_ptr + rows.to(gl.int64) * num_v_tiles + pid_v, m, mask=rows < B)
+
+
+@gluon.jit
 def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
               STAGES: gl.constexpr, NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
               NOISE: gl.constexpr, MODE: gl.constexpr, STAGE_PER_GROUP: gl.constexpr):  # fmt: skip
@@ -747,14 +787,22 @@ def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, 
         # The epilogue, while the other groups' K loops run.
         if MODE == MODE_BARE:
             _bare_epilogue(acc, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM)
+        elif MODE == MODE_REGISTER_ARGMAX:
+            _register_argmax_epilogue(acc, pid_b, pid_v, num_v_tiles, B, inv_temp_ptr, part_max_ptr, part_idx_ptr,
+                                      BM, BN)  # fmt: skip
         else:
             # A shared staging buffer is ours once tile i - 1's epilogue (the previous group's) is done with it.
             if not STAGE_PER_GROUP:
                 mbarrier.wait(staged.index(CONSUMER), phase, pred=i > 0)
-            _tile_epilogue(
-                acc, stage.index(CONSUMER if STAGE_PER_GROUP else 0), pid_b, pid_v, num_v_tiles, B, V, col_offset,
-                inv_temp_ptr, k0, k1, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
-            )  # fmt: skip
+            if MODE == MODE_STAGED_BARE:
+                chunks = _stage_tile(acc, stage.index(CONSUMER if STAGE_PER_GROUP else 0), BM, BN, EV)
+                _staged_bare_epilogue(chunks, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM, BN, EV)
+            else:
+                _tile_epilogue(
+                    acc, stage.index(CONSUMER if STAGE_PER_GROUP else 0), pid_b, pid_v, num_v_tiles, B, V, col_offset,
+                    inv_temp_ptr, k0, k1, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS,
+                    NOISE,
+                )  # fmt: skip
             if not STAGE_PER_GROUP:
                 mbarrier.arrive(staged.index((CONSUMER + 1) % NC), count=1)
 
