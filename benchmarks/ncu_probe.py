@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.pingpong_sweep import ws_tiles  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
 from flashsampling.kernels.fused import allocate_partials, choose_tiles, launch_fused_stage1  # noqa: E402
-from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
+from flashsampling.kernels.pingpong import MODES, launch_pingpong  # noqa: E402
 
 
 def main() -> None:
@@ -42,7 +42,7 @@ def main() -> None:
                     help="with --ws-tiles: Philox rounds (an attribution experiment; the library runs 10)")  # fmt: skip
     ap.add_argument("--noise-mode", default=None,
                     help="with --ws-tiles: a pingpong.NOISES key; overrides --noise")  # fmt: skip
-    ap.add_argument("--mode", default="sample", choices=["sample", "bare", "epilogue"],
+    ap.add_argument("--mode", default="sample", choices=sorted(MODES),
                     help="the Gluon kernel's timing modes (flashsampling.kernels.pingpong.MODES)")  # fmt: skip
     args = ap.parse_args()
     w = (torch.randn(args.V, args.D, device="cuda") * 0.02).to(torch.bfloat16)
