@@ -1,6 +1,8 @@
 """The direct launch path (flashsampling/kernels/launch.py).
 
-On any machine: one :class:`DirectKernel` per JIT function, and in the interpreter the launch is Triton's own.
+On any machine: one :class:`DirectKernel` per JIT function; the cache logic against a stand-in JIT function (first
+call per specialization through ``fn[grid]``, later ones direct, a new kernel per specialization, Triton's path for an
+unhashable one); hooks detected; the host ``cdiv``/``next_power_of_2`` equal to Triton's.
 On a GPU: the direct path gives the bits of Triton's ``fn[grid]`` path for the Triton and the Gluon stage 1 and
 for ``sample()`` (per-row temperatures, several samples, CUDA-graph capture, a side stream); arguments that
 Triton specializes differently (16-byte alignment, an integer equal to 1) get their own compiled kernel; a
@@ -66,6 +68,73 @@ def test_direct_path_only_on_checked_triton():
     import triton
 
     assert launch._CHECKED == triton.__version__.startswith(launch.CHECKED_TRITON)
+
+
+class _FakeKernel:
+    """A compiled kernel's launch surface: records ``run``'s grid, stream and arguments."""
+
+    def __init__(self, name):
+        self.name, self.function, self.packed_metadata, self.launches = name, object(), object(), []
+
+    def run(self, gx, gy, gz, stream, function, metadata, launch_metadata, enter, leave, *args):
+        assert function is self.function and metadata is self.packed_metadata
+        assert launch_metadata is None and enter is None and leave is None
+        self.launches.append(((gx, gy, gz), stream, args))
+
+
+class _FakeJIT:
+    """``fn[grid](*args, **kw)`` and ``fn.device_caches[device][4]`` (the binder) of a JIT function: one 'compiled'
+    kernel per specialization, the specialization being each positional argument's type and whether it is 1."""
+
+    def __init__(self):
+        self.kernels, self.slow_launches = {}, 0
+        self.device_caches = {0: (None, None, None, None, self.binder)}
+
+    def binder(self, *args, **kwargs):
+        bound = {f"a{i}": a for i, a in enumerate(args)} | {k: v for k, v in kwargs.items() if k.isupper()}
+        spec = [(type(a).__name__, a == 1 if isinstance(a, int) else None) for a in args]
+        spec += [("constexpr", v) for k, v in kwargs.items() if k.isupper()]
+        return bound, spec, {k: v for k, v in kwargs.items() if not k.isupper()}
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.slow_launches += 1
+            _, spec, options = self.binder(*args, **kwargs)
+            key = (tuple(spec), tuple(options.items()))
+            return self.kernels.setdefault(key, _FakeKernel(key))
+
+        return launch
+
+
+def test_direct_kernel_logic(monkeypatch):
+    """Without a GPU, against a stand-in JIT function: the first call of each specialization goes through
+    ``fn[grid]`` (which compiles); later calls launch the kept kernel directly, with every bound argument in order
+    and the grid padded to three dimensions; a different specialization (an int that becomes 1, another constexpr,
+    another option) gets its own kernel; an unhashable specialization falls back to ``fn[grid]``."""
+    monkeypatch.setattr(launch, "INTERPRET", False)
+    monkeypatch.setattr(launch, "_CHECKED", True)
+    monkeypatch.setattr(launch.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(launch.torch._C, "_cuda_getCurrentRawStream", lambda device: 1234, raising=False)
+    fn = _FakeJIT()
+    direct = launch.DirectKernel(fn)
+    first = direct[(7,)](3, 4.0, BLOCK=64, num_warps=4)
+    assert fn.slow_launches == 1 and first.launches == []
+    again = direct[(7,)](5, 6.0, BLOCK=64, num_warps=4)
+    assert again is first and fn.slow_launches == 1
+    assert first.launches == [((7, 1, 1), 1234, (5, 6.0, 64))]
+    direct[(2, 3)](5, 6.0, BLOCK=64, num_warps=4)
+    assert first.launches[-1][0] == (2, 3, 1)
+    for args, kwargs in (((1, 6.0), {"BLOCK": 64, "num_warps": 4}), ((5, 6.0), {"BLOCK": 128, "num_warps": 4}),
+                         ((5, 6.0), {"BLOCK": 64, "num_warps": 8})):  # fmt: skip
+        other = direct[(7,)](*args, **kwargs)
+        assert other is not first
+    assert fn.slow_launches == 4 and len(direct.compiled) == 4
+    unhashable = _FakeJIT()
+    unhashable.device_caches = {0: (None, None, None, None, lambda *a, **k: ({}, [["a list"]], {}))}
+    direct = launch.DirectKernel(unhashable)
+    direct[(1,)](2, BLOCK=8)
+    direct[(1,)](2, BLOCK=8)
+    assert unhashable.slow_launches == 2 and direct.compiled == {}
 
 
 def _inputs(B: int, V: int, D: int, seed: int = 0, offset: int = 0):
