@@ -3,9 +3,10 @@
 ``fn[grid](*args, **kw)`` in Triton 3.6 does, on every call: the binder (each argument's
 specialization: dtype, 16-byte alignment, ``== 1``), reads of the knobs, a string of the options
 for the cache key, a check of the kernel's global values, a launch-metadata dict for the profiling
-hooks, then the launcher.  On the H200's host that made the two launches of ``sample()`` cost
-100-290 us of its 230-420 us (benchmarks/NOTES.md session 9 §6), comparable with the GPU time of
-a small-batch call, so "as called" waited on the host.
+hooks, then the launcher.  On the H200's host the stage-1 launch alone took 100-290 us of a
+``sample()`` call's 230-420 us (benchmarks/NOTES.md session 9 §6), comparable with the GPU time of a
+small-batch call, so "as called" could wait on the host.  The direct path takes 12-20% off the call's
+host time (median of paired runs, NOTES session 11 §1).
 
 :func:`direct` keeps Triton's own specialization -- it runs the same binder, so a call whose
 arguments Triton would specialize differently gets a different key -- and replaces the rest by
@@ -15,6 +16,8 @@ goes straight to the compiled kernel's launcher on the current stream, without t
 hooks.  It falls back to ``fn[grid]`` in the interpreter, when a launch hook is registered (for
 example Proton's), when :data:`ENABLED` is false (the benchmarks time both paths), and on a Triton other
 than 3.6 (the binder's return value and the launcher's arguments are Triton internals, checked on 3.6 only).
+Not repeated: Triton's check that the kernel's global values have not changed since it was compiled (this
+package's kernels read only constants).
 ``tests/test_launch.py`` checks on the GPU that both paths give the same bits and that differently
 specialized arguments get their own kernel.
 """
