@@ -31,6 +31,9 @@ from flashsampling.kernels.fused import allocate_partials, warp_specialized_tile
 from flashsampling.kernels.handoff import launch_handoff  # noqa: E402
 from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
 
+#: The default runs: name -> (noise, noise_filter).
+BASE_RUNS = {"filtered": (True, True), "exact": (True, False), "no_noise": (False, False)}
+
 
 def launcher(h, w, inv, tiles, noise: bool, noise_filter: bool, n_rounds: int = 10, noise_mode=None, mode=None):
     parts = allocate_partials(h.shape[0], 1, triton.cdiv(w.shape[0], tiles.block_v), h.device)
@@ -60,7 +63,7 @@ def main() -> None:
                     "such as lse_proxy,lse_proxy_f64,lse_proxy_fixed)")  # fmt: skip
     ap.add_argument("--kernel-modes", default="", help="comma-separated timing modes of the kernel, without noise "
                     "(pingpong.MODES keys: bare, register_argmax, staged_bare)")  # fmt: skip
-    ap.add_argument("--base", default="filtered,exact,no_noise", help="which of the three default runs to time")
+    ap.add_argument("--base", default=",".join(BASE_RUNS), help="which of the default runs to time (BASE_RUNS keys)")
     args = ap.parse_args()
     dev = torch.device("cuda")
     out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": {}}
@@ -74,12 +77,7 @@ def main() -> None:
             b = launcher(h, w, inv, tiles, True, False)()[:4]
             rec["equal"][f"T={t}"] = [bool(torch.equal(x, y)) for x, y in zip(a, b)]
         inv = torch.full((B,), 1.0 / 0.9, device=dev)
-        runs = {
-            "filtered": launcher(h, w, inv, tiles, True, True),
-            "exact": launcher(h, w, inv, tiles, True, False),
-            "no_noise": launcher(h, w, inv, tiles, False, False),
-        }
-        runs = {k: f for k, f in runs.items() if k in args.base.split(",")}
+        runs = {k: launcher(h, w, inv, tiles, *BASE_RUNS[k]) for k in filter(None, args.base.split(","))}
         for kmode in filter(None, args.kernel_modes.split(",")):
             runs[f"mode_{kmode}"] = launcher(h, w, inv, tiles, False, False, mode=kmode)
         for mode in filter(None, args.modes.split(",")):

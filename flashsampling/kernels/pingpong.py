@@ -794,14 +794,14 @@ def _consumer(args, CONSUMER: gl.constexpr, NC: gl.constexpr, BM: gl.constexpr, 
             # A shared staging buffer is ours once tile i - 1's epilogue (the previous group's) is done with it.
             if not STAGE_PER_GROUP:
                 mbarrier.wait(staged.index(CONSUMER), phase, pred=i > 0)
+            buffer = stage.index(CONSUMER if STAGE_PER_GROUP else 0)
             if MODE == MODE_STAGED_BARE:
-                chunks = _stage_tile(acc, stage.index(CONSUMER if STAGE_PER_GROUP else 0), BM, BN, EV)
-                _staged_bare_epilogue(chunks, pid_b, pid_v, num_v_tiles, B, part_max_ptr, BM, BN, EV)
+                _staged_bare_epilogue(_stage_tile(acc, buffer, BM, BN, EV), pid_b, pid_v, num_v_tiles, B, part_max_ptr,
+                                      BM, BN, EV)  # fmt: skip
             else:
                 _tile_epilogue(
-                    acc, stage.index(CONSUMER if STAGE_PER_GROUP else 0), pid_b, pid_v, num_v_tiles, B, V, col_offset,
-                    inv_temp_ptr, k0, k1, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS,
-                    NOISE,
+                    acc, buffer, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
+                    part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE,
                 )  # fmt: skip
             if not STAGE_PER_GROUP:
                 mbarrier.arrive(staged.index((CONSUMER + 1) % NC), count=1)
