@@ -11,6 +11,11 @@ the same inputs, at temperature 0.9 and at a high temperature where rows are nea
 the cost floor of sampling inside each tile by its inverse CDF, one uniform per row and tile).
 ``--kernel-modes bare,register_argmax,staged_bare`` times the kernel's timing modes (pingpong.MODES), which place the
 noise-free pipeline's cost; ``--base no_noise --temps ''`` skips the filter's runs and its comparison.
+``--tiles 128x128x64x4x16x2`` also times the base runs and kernel modes with other tiles of the Gluon kernel
+(``block_b x block_v x block_d x stages x epilogue_v x groups``; runs named ``<run>@<tiles>``).
+``--filler 0,32,64`` also times the timing probes ``filler_ffma`` and ``filler_imad`` (pingpong.NOISES: the
+noise-free scan plus that many dependent FFMAs, or IMAD.WIDE + LOP3 steps, per token), which price one epilogue
+instruction per token beside the MMAs.
 ``--philox-rounds 10,7,0`` also times both noise modes with fewer Philox rounds (``exact_r7``, ...): an
 attribution experiment only (how much of the noise's cost is Philox's integer work); the library always runs
 10 rounds, and fewer rounds are a different, unverified stream.
@@ -27,6 +32,7 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import bench_ms, probe_inputs, record_row  # noqa: E402
+from benchmarks.pingpong_sweep import ws_tiles  # noqa: E402
 from flashsampling.kernels.fused import allocate_partials, warp_specialized_tiles  # noqa: E402
 from flashsampling.kernels.handoff import launch_handoff  # noqa: E402
 from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
@@ -64,6 +70,9 @@ def main() -> None:
     ap.add_argument("--kernel-modes", default="", help="comma-separated timing modes of the kernel, without noise "
                     "(pingpong.MODES keys: bare, register_argmax, staged_bare)")  # fmt: skip
     ap.add_argument("--base", default=",".join(BASE_RUNS), help="which of the default runs to time (BASE_RUNS keys)")
+    ap.add_argument("--tiles", default="", help="comma-separated other Gluon tiles for the base runs and kernel modes, "
+                    "each block_b x block_v x block_d x stages x epilogue_v x groups")  # fmt: skip
+    ap.add_argument("--filler", default="", help="comma-separated instruction counts per token for the filler probes")
     args = ap.parse_args()
     dev = torch.device("cuda")
     out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": {}}
@@ -77,11 +86,17 @@ def main() -> None:
             b = launcher(h, w, inv, tiles, True, False)()[:4]
             rec["equal"][f"T={t}"] = [bool(torch.equal(x, y)) for x, y in zip(a, b)]
         inv = torch.full((B,), 1.0 / 0.9, device=dev)
-        runs = {k: launcher(h, w, inv, tiles, *BASE_RUNS[k]) for k in filter(None, args.base.split(","))}
-        for kmode in filter(None, args.kernel_modes.split(",")):
-            runs[f"mode_{kmode}"] = launcher(h, w, inv, tiles, False, False, mode=kmode)
+        runs = {}
+        other = {f"@{x}": ws_tiles(*map(int, x.split("x"))) for x in filter(None, args.tiles.split(","))}
+        for name, t in {"": tiles, **other}.items():
+            runs.update({k + name: launcher(h, w, inv, t, *BASE_RUNS[k]) for k in filter(None, args.base.split(","))})
+            for kmode in filter(None, args.kernel_modes.split(",")):
+                runs[f"mode_{kmode}{name}"] = launcher(h, w, inv, t, False, False, mode=kmode)
         for mode in filter(None, args.modes.split(",")):
             runs[mode] = launcher(h, w, inv, tiles, True, False, noise_mode=mode)
+        for k in (int(x) for x in filter(None, args.filler.split(","))):
+            for kind in ("ffma", "imad"):
+                runs[f"filler_{kind}_{k}"] = launcher(h, w, inv, tiles, True, False, k, noise_mode=f"filler_{kind}")
         for r in (int(x) for x in args.philox_rounds.split(",")):
             if r != 10:
                 runs[f"filtered_r{r}"] = launcher(h, w, inv, tiles, True, True, r)

@@ -90,8 +90,13 @@ _mulhi = gluon.jit(getattr(mulhi_u128_u64, "fn", mulhi_u128_u64))
 #: (:func:`_tile_cdf_draw`); its candidates are ``(m, Q, draw)`` per row and tile, not Gumbel-max candidates.
 #: ``tile_cdf_no_draw`` (pass 1 only: no uniform, no pass 2, draw 0) and ``tile_cdf_no_bases`` (slot bases 0) are
 #: its timing ablations for the benchmarks, not samplers.
+#: ``filler_ffma`` and ``filler_imad`` are timing probes too: the noise-free scan plus ``N_ROUNDS`` (here a count,
+#: not Philox rounds) dependent instructions per token -- ``FFMA``s on the token's score, or, per token pair,
+#: ``N_ROUNDS`` steps of a 64-bit product and an XOR of its halves (``IMAD.WIDE.U32`` + ``LOP3``, Philox's
+#: instruction mix) -- which measure what one epilogue instruction per token costs beside the other group's MMAs.
 NOISES = {"off": 0, "exact": 1, "filtered": 2, "lse_proxy": 3, "lse_proxy_f64": 4, "lse_proxy_fixed": 5,
-          "lse_proxy_design": 6, "tile_cdf": 7, "tile_cdf_no_draw": 8, "tile_cdf_no_bases": 9}  # fmt: skip
+          "lse_proxy_design": 6, "tile_cdf": 7, "tile_cdf_no_draw": 8, "tile_cdf_no_bases": 9,
+          "filler_ffma": 10, "filler_imad": 11}  # fmt: skip
 NOISE_EXACT = gl.constexpr(NOISES["exact"])
 NOISE_FILTERED = gl.constexpr(NOISES["filtered"])
 NOISE_LSE_PROXY = gl.constexpr(NOISES["lse_proxy"])
@@ -101,6 +106,8 @@ NOISE_LSE_DESIGN = gl.constexpr(NOISES["lse_proxy_design"])
 NOISE_TILE_CDF = gl.constexpr(NOISES["tile_cdf"])
 NOISE_TILE_NO_DRAW = gl.constexpr(NOISES["tile_cdf_no_draw"])
 NOISE_TILE_NO_BASES = gl.constexpr(NOISES["tile_cdf_no_bases"])
+NOISE_FILLER_FFMA = gl.constexpr(NOISES["filler_ffma"])
+NOISE_FILLER_IMAD = gl.constexpr(NOISES["filler_imad"])
 TILE_STREAM = gl.constexpr(STREAM_TILE)
 LOG2E = gl.constexpr(1.4426950408889634)
 #: The filter's margin: a row's approximate winner stands if every other token's approximate score is below
@@ -288,6 +295,8 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
             # noisy is 1.0 or 0.0 per row: the product is exact, so this is z / T - log(E) or z / T.
             s_even = s_even - _log(_exponential(w0, w1)) * noisy
             s_odd = s_odd - _log(_exponential(w2, w3)) * noisy
+        if NOISE == NOISE_FILLER_FFMA or NOISE == NOISE_FILLER_IMAD:
+            s_even, s_odd = _filler(s_even, s_odd, N_ROUNDS, NOISE)
         if NOISE >= NOISE_LSE_PROXY and NOISE <= NOISE_LSE_FIXED:
             m_even = gl.maximum(lm_even, s_even)
             m_odd = gl.maximum(lm_odd, s_odd)
@@ -310,6 +319,26 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
         bad = _lse_proxy_second_pass(stage, cl, c_end, mult, bad, lm_even, lm_odd, ls_even, ls_odd, pos_even, pos_odd,
                                      BM, BN, EV, NOISE, MASKED)  # fmt: skip
     return run_even, run_odd, ct_even, ct_odd, bad
+
+
+@gluon.jit
+def _filler(s_even, s_odd, COUNT: gl.constexpr, NOISE: gl.constexpr):
+    """The timing probes ``filler_ffma`` / ``filler_imad`` (:data:`NOISES`): ``COUNT`` dependent instructions per
+    token on the pair's scores, folded back into them so that none is dead code.  ``FFMA``: ``s = s * a + b`` with
+    ``a`` just below 1.  ``IMAD``: from the even score's bits, ``COUNT`` steps of ``u = hi(u * M) ^ lo(u * M)`` (one
+    ``IMAD.WIDE.U32`` and one ``LOP3`` per step and pair, that is ``COUNT`` per token); the odd score becomes the even
+    one where ``u`` is 0 (a compare and a select per pair)."""
+    if NOISE == NOISE_FILLER_FFMA:
+        for _ in gl.static_range(COUNT):
+            s_even = s_even * 0.99999994 + 1.0e-30
+            s_odd = s_odd * 0.99999994 + 1.0e-30
+    else:
+        u = s_even.to(gl.uint32, bitcast=True)
+        for _ in gl.static_range(COUNT):
+            p = u.to(gl.uint64) * 0xD2511F53
+            u = (p >> 32).to(gl.uint32) ^ p.to(gl.uint32)
+        s_odd = gl.where(u == 0, s_even, s_odd)
+    return s_even, s_odd
 
 
 @gluon.jit
@@ -568,6 +597,8 @@ def _staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_tem
     (Proposition 5).  (Chunks taken as
     register views of the accumulator, without staging, were measured 1.1-1.9x slower:
     benchmarks/NOTES.md.)"""
+    # The filler probes read N_ROUNDS as their count; their tie keys and exact pass keep Philox's 10 rounds.
+    KEY_ROUNDS: gl.constexpr = 10 if NOISE == NOISE_FILLER_FFMA or NOISE == NOISE_FILLER_IMAD else N_ROUNDS
     cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
     vec: gl.constexpr = gl.SliceLayout(1, cl)
     r = gl.arange(0, BM, layout=vec)
@@ -622,7 +653,8 @@ def _staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_tem
             )  # fmt: skip
         # Per row: the maximum and its copies (slots holding it, and ties inside a slot).
         top = gl.maximum(gl.max(run_even, axis=1), gl.max(run_odd, axis=1))
-        if NOISE >= NOISE_TILE_CDF:  # the inverse-CDF draw, while the scan's state is all that is live
+        # The inverse-CDF draw, while the scan's state is all that is live.
+        if NOISE >= NOISE_TILE_CDF and NOISE <= NOISE_TILE_NO_BASES:
             rows_t = pid_b * BM + gl.arange(0, BM, layout=top.type.layout)
             if c_end >= BN:
                 total, draw = _tile_cdf_draw(stage, cl, c_end, mult, top, rows_t, tile_start, k0, k1, pos_even,
@@ -651,7 +683,7 @@ def _staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_tem
                 z = stage.index(c).slice(s * 8, 8, dim=1).load(xl)
                 m_x, pos_x, flag_x = _merge_chunk(
                     z, c * (EV // 8) + s, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, m_x, pos_x, flag_x,
-                    BM, BN, 8, N_ROUNDS, NOISE,
+                    BM, BN, 8, KEY_ROUNDS, NOISE,
                 )  # fmt: skip
         m = gl.convert_layout(m_x, vec)
         pos = gl.convert_layout(pos_x, vec)
@@ -680,8 +712,8 @@ def _staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_tem
         else:
             m = gl.convert_layout(top, vec)
     idx = col_offset + pid_v.to(gl.int64) * BN + pos
-    key = _tie_key(k0, k1, rows.to(gl.uint32), idx.to(gl.uint32), N_ROUNDS).to(gl.int64)
-    if NOISE >= NOISE_TILE_CDF:
+    key = _tie_key(k0, k1, rows.to(gl.uint32), idx.to(gl.uint32), KEY_ROUNDS).to(gl.int64)
+    if NOISE >= NOISE_TILE_CDF and NOISE <= NOISE_TILE_NO_BASES:
         # A row with T > 0: (m, Q, the inverse-CDF draw) in place of (max, key, argmax); a greedy row keeps its
         # noise-free candidate, which stage 2 takes by (max, key) as the Gumbel sampler's greedy rows.
         total = gl.convert_layout(total, vec).to(gl.int64, bitcast=True)
