@@ -29,11 +29,16 @@ CANDIDATES = {
     "3 groups, 64x128, 6 stages, 16-col": TileConfig(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=3, **WS),
     "2 groups, 64x256, 4 stages, 32-col": TileConfig(64, 256, 64, num_stages=4, epilogue_v=32, warp_groups=2, **WS),
     "2 groups, 64x256, 4 stages, 16-col": TileConfig(64, 256, 64, num_stages=4, epilogue_v=16, warp_groups=2, **WS),
+    # 128-row tiles read each weight tile from L2 half as often (benchmarks/NOTES.md, session 12)
+    "2 groups, 128x128, 4 stages, 16-col": TileConfig(128, 128, 64, num_stages=4, epilogue_v=16, warp_groups=2, **WS),
+    "2 groups, 128x128, 5 stages, 16-col": TileConfig(128, 128, 64, num_stages=5, epilogue_v=16, warp_groups=2, **WS),
 }
 #: ``--set small``: below B = 33 the default is a Triton kernel; does the Gluon kernel's B <= 64 tile do better?
 SMALL_CANDIDATES = {
     "default": None,
     "3 groups, 64x128, 6 stages, 16-col": CANDIDATES["3 groups, 64x128, 6 stages, 16-col"],
+    "2 groups, 64x128, 6 stages, 16-col": TileConfig(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=2, **WS),
+    "2 groups, 64x256, 4 stages, 32-col": CANDIDATES["2 groups, 64x256, 4 stages, 32-col"],
 }
 
 
@@ -42,12 +47,14 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--batches", default="128,256")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--shapes", default="", help="comma-separated V:D (default: the harness's shapes)")
     ap.add_argument("--set", choices=("large", "small"), default="large", help="the candidates: B >= 128 or B <= 64")
     args = ap.parse_args()
     candidates = CANDIDATES if args.set == "large" else SMALL_CANDIDATES
     gen = torch.Generator(device="cuda").manual_seed(0)
     out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": []}
-    for V, D in SHAPES:
+    shapes = [tuple(int(x) for x in vd.split(":")) for vd in args.shapes.split(",")] if args.shapes else SHAPES
+    for V, D in shapes:
         w = (torch.randn(V, D, device="cuda", generator=gen) * 0.02).to(torch.bfloat16)
         for B in [int(b) for b in args.batches.split(",")]:
             h = torch.randn(B, D, device="cuda", generator=gen).to(torch.bfloat16)

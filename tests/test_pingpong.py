@@ -25,6 +25,7 @@ from flashsampling.kernels.fused import (
     allocate_partials,
     choose_tiles,
     default_tiles,
+    last_wave_fill,
     launch_fused_stage1,
     warp_specialized_supported,
     warp_specialized_tiles,
@@ -88,6 +89,8 @@ def _assert_no_spills(tmp_path, ptx: str, regs: int) -> None:
         (256, "lse_proxy_design"),
         (256, "tile_cdf"),
         (128, "tile_cdf"),
+        (256, "filler_ffma"),
+        (256, "filler_imad"),
     ],
 )
 def test_gluon_kernel_compiles_for_sm90_without_spills(batch, noise, tmp_path):
@@ -151,13 +154,32 @@ def test_timing_options_are_checked():
 
 
 def test_warp_specialized_tiles():
-    """B <= 32 keeps the Triton defaults; above, tiles that the Gluon kernel accepts, with the exact noise in
+    """B <= 16 keeps the Triton defaults; 16 < B <= 32 too, unless the 64 x 256 tiles fill the last wave of the
+    machine's SMs to 0.96; above, tiles that the Gluon kernel accepts (two consumer groups), with the exact noise in
     every token (the approximate filter is an option: no consistent gain measured, NOTES session 9)."""
-    assert warp_specialized_tiles(32) is None
+    wide = warp_specialized_tiles(256)
+    for b in (1, 16, 17, 32):
+        assert warp_specialized_tiles(b) is None  # V and the SM count unknown
+    assert warp_specialized_tiles(16, 201088, 132) is None
+    for b in (17, 24, 32):
+        assert warp_specialized_tiles(b, 201088, 132) == wide  # 786 tiles on 132 SMs: 0.992 of 6 rounds
+        assert warp_specialized_tiles(b, 262144, 132) == wide  # 1024 tiles: 0.970 of 8 rounds
+        for v in (151936, 128256, 2000):  # 594, 501 and 8 tiles: 0.900, 0.949, 0.061
+            assert warp_specialized_tiles(b, v, 132) is None
+    assert warp_specialized_tiles(24, 256 * 114, 114) == wide  # one full wave on 114 SMs
     for b in (33, 64, 65, 128, 129, 256, 4096):
         t = warp_specialized_tiles(b)
         assert t.warp_specialized and t.block_b % 64 == 0 and t.block_v % t.epilogue_v == 0
-        assert not t.noise_filter and not t.handoff
+        assert not t.noise_filter and not t.handoff and t.warp_groups == 2
+        assert warp_specialized_tiles(b, 2000, 132) == t  # above 32 rows, the same tiles whatever V
+    assert warp_specialized_tiles(64).block_v == 128 and warp_specialized_tiles(65) == wide
+
+
+def test_last_wave_fill():
+    """The fraction of SM rounds a persistent kernel keeps busy: exact on small cases."""
+    assert last_wave_fill(132, 132) == 1.0 and last_wave_fill(264, 132) == 1.0
+    assert last_wave_fill(594, 132) == 594 / 660 and last_wave_fill(786, 132) == 786 / 792
+    assert last_wave_fill(1, 132) == 1 / 132 and last_wave_fill(133, 132) == 133 / 264
 
 
 def test_choose_tiles_falls_back_to_the_triton_defaults(device):
@@ -177,6 +199,7 @@ REF = TileConfig(128, 128, 64, num_warps=8, num_stages=3)  # unstaged Triton ker
 WS = TileConfig(128, 128, 64, num_warps=4, num_stages=4, epilogue_v=16, warp_specialized=True)
 WS3 = TileConfig(64, 128, 64, num_warps=4, num_stages=4, epilogue_v=16, warp_specialized=True, warp_groups=3)
 WS_WIDE = warp_specialized_tiles(256)  # the B > 64 default: 64 x 256 tiles, 32-column chunks
+WS_SMALL = warp_specialized_tiles(64)  # the 32 < B <= 64 default: 2 groups on 64 x 128 tiles, 6 stages
 # The handoff kernel (flashsampling/kernels/handoff.py): one MMA group, 2 or 3 epilogue groups.
 HANDOFF2 = TileConfig(64, 128, 64, num_warps=4, num_stages=6, epilogue_v=16, warp_specialized=True, handoff=True)
 HANDOFF3 = dataclasses.replace(HANDOFF2, num_stages=5, warp_groups=3)
@@ -220,8 +243,8 @@ def _equal_candidates(h, w, inv, programs=None, ws=WS, stage_per_group=False):
 @pytest.mark.parametrize("programs", [None, 1, 3])
 @pytest.mark.parametrize(
     "ws",
-    [WS, WS3, HANDOFF2, HANDOFF3, WS_FILTER, WS3_FILTER],
-    ids=["2-groups", "3-groups", "handoff-2", "handoff-3", "filter-2", "filter-3"],
+    [WS, WS3, WS_SMALL, HANDOFF2, HANDOFF3, WS_FILTER, WS3_FILTER],
+    ids=["2-groups", "3-groups", "small-default", "handoff-2", "handoff-3", "filter-2", "filter-3"],
 )
 def test_gluon_candidates_equal_the_triton_kernel(shape, programs, ws):
     b, v, d = shape
@@ -237,8 +260,8 @@ def test_gluon_candidates_equal_the_triton_kernel(shape, programs, ws):
 @pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")
 @pytest.mark.parametrize(
     "ws",
-    [WS, WS3, WS_WIDE, HANDOFF2, HANDOFF3, WS3_FILTER, WS_WIDE_FILTER],
-    ids=["2-groups", "3-groups", "wide-default", "handoff-2", "handoff-3", "filter-3", "wide-filter"],
+    [WS, WS3, WS_WIDE, WS_SMALL, HANDOFF2, HANDOFF3, WS3_FILTER, WS_WIDE_FILTER],
+    ids=["2-groups", "3-groups", "wide-default", "small-default", "handoff-2", "handoff-3", "filter-3", "wide-filter"],
 )
 def test_gluon_ties_and_flags(ws):
     """8 weight rows repeated 300 times: exact ties within and across chunks and tiles, broken by the
@@ -286,8 +309,8 @@ def test_gluon_stage_per_group(programs):
 @pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")
 @pytest.mark.parametrize(
     "ws",
-    [WS, WS3, WS_WIDE, HANDOFF2, HANDOFF3, WS3_FILTER, WS_WIDE_FILTER],
-    ids=["2-groups", "3-groups", "wide-default", "handoff-2", "handoff-3", "filter-3", "wide-filter"],
+    [WS, WS3, WS_WIDE, WS_SMALL, HANDOFF2, HANDOFF3, WS3_FILTER, WS_WIDE_FILTER],
+    ids=["2-groups", "3-groups", "wide-default", "small-default", "handoff-2", "handoff-3", "filter-3", "wide-filter"],
 )
 def test_gluon_overflow_flag_without_ties(ws):
     """z / T overflowing to -inf in one column, no tie at any row's maximum: bit 2 in every row,
@@ -306,14 +329,21 @@ def test_gluon_overflow_flag_without_ties(ws):
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")
-@pytest.mark.parametrize("batch", [40, 128, 200])
-def test_sample_uses_the_gluon_kernel_and_the_same_tokens(batch):
-    """sample() picks the warp-specialized tiles for one sample and B > 32, and returns the tokens of
+@pytest.mark.parametrize("batch,full_wave", [(40, False), (128, False), (200, False), (17, True), (32, True)])
+def test_sample_uses_the_gluon_kernel_and_the_same_tokens(batch, full_wave):
+    """sample() picks the warp-specialized tiles for one sample and B > 32 (and for 16 < B <= 32 when the
+    64 x 256 tiles fill the SMs' last wave: here V = 256 x the SM count), and returns the tokens of
     the Triton defaults (accumulation order aside: at least 99.9% equal here, all equal in practice)."""
+    from flashsampling.kernels.persistent import sm_count
+
     g = torch.Generator(device="cuda").manual_seed(batch)
+    V = 256 * sm_count(torch.device("cuda")) if full_wave else 20000
     h = torch.randn(batch, 512, device="cuda", generator=g).to(torch.bfloat16)
-    w = (torch.randn(20000, 512, device="cuda", generator=g) * 0.1).to(torch.bfloat16)
+    w = (torch.randn(V, 512, device="cuda", generator=g) * 0.1).to(torch.bfloat16)
     assert warp_specialized_supported(h, w) and not warp_specialized_supported(h, w, col_offset=1)
+    assert choose_tiles(h, w, 1).warp_specialized and not choose_tiles(h, w, 2).warp_specialized
+    if full_wave:
+        assert not choose_tiles(h, w[:20000], 1).warp_specialized  # 79 tiles: a partial wave
     a = flashsampling.sample(h, w, temperature=0.9, seed=5)
-    b = flashsampling.sample(h, w, temperature=0.9, seed=5, tiles=default_tiles(batch, 20000, 512))
+    b = flashsampling.sample(h, w, temperature=0.9, seed=5, tiles=default_tiles(batch, V, 512))
     assert (a == b).float().mean() >= 0.999

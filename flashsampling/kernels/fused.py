@@ -46,7 +46,7 @@ import triton.language as tl
 
 from .._device import UPCAST_DOT
 from .launch import cdiv, direct, next_power_of_2
-from .persistent import launch_persistent, tma_compatible
+from .persistent import launch_persistent, sm_count, tma_compatible
 from .select import perturb_select_store, tile_epilogue
 
 
@@ -153,33 +153,62 @@ def default_tiles(B: int, V: int, D: int, element_size: int = 2) -> TileConfig:
     return cfg
 
 
-@functools.lru_cache(maxsize=1024)  # a pure function of B, asked on every call
-def warp_specialized_tiles(B: int) -> TileConfig | None:
-    """Tiles of the warp-specialized Gluon kernel (:mod:`.pingpong`) for ``B > 32`` rows, ``None``
-    below (where the weight stream, not the epilogue, is the cost and the Triton defaults are within
-    5% of the matmul).  Tuned on the H200 (benchmarks/results/pingpong_sweep_h200_v3.json, _v5.json,
-    tile_choice_h200.json): three consumer groups on 64 x 128 tiles up to B=64 (an epilogue may take
-    two tiles' matmul and still hide); above, two groups on 64 x 256 tiles with 32-column chunks,
-    which were 3-10% faster than three groups through ``sample()`` on all five harness shapes at B=128
-    and B=256 (fewer re-reads of the weights from L2, wider MMAs).  The exact noise in every token: the
-    approximate filter (``noise_filter``) measured -7% to +4% at B=256 in five comparisons (sessions 8-9), no
-    consistent gain, and 2-4% slower at B=128 and B=64; it stays an option (benchmarks/NOTES.md)."""
-    if B <= 32:
-        return None
+#: ``16 < B <= 32`` runs the Gluon kernel's 64 x 256 tiles when they fill the machine's last wave to at least
+#: this fraction (:func:`last_wave_fill`); else the Triton kernel's 32 x 64 tiles (benchmarks/NOTES.md, session 12).
+SMALL_BATCH_WAVE_FILL = 0.96
+
+
+def last_wave_fill(num_tiles: int, sms: int) -> float:
+    """``num_tiles / (sms * ceil(num_tiles / sms))``: how full a persistent kernel with one program per SM keeps
+    the SMs when each program walks ``ceil`` or ``floor`` of ``num_tiles / sms`` tiles (1.0: every SM busy to the
+    end; 594 tiles on 132 SMs: 0.9, the last of 5 rounds half empty)."""
+    return num_tiles / (sms * cdiv(num_tiles, sms))
+
+
+@functools.lru_cache(maxsize=1024)  # a pure function of three ints, asked on every call
+def warp_specialized_tiles(B: int, V: int | None = None, sms: int | None = None) -> TileConfig | None:
+    """Tiles of the warp-specialized Gluon kernel (:mod:`.pingpong`) for ``B`` rows, or ``None`` where the
+    Triton kernels are the default.  Tuned on the H200 (benchmarks/NOTES.md):
+
+    * ``B <= 16``: ``None`` (the weight stream, not the epilogue, is the cost; the Triton tiles are within 3%
+      of the matmul).
+    * ``16 < B <= 32``: two groups on 64 x 256 tiles when ``V`` (the weight's rows) and ``sms`` are given and
+      the ``cdiv(V, 256)`` tiles fill the last wave to :data:`SMALL_BATCH_WAVE_FILL` (:func:`last_wave_fill`),
+      else ``None``.  Session 12 (tile_choice_{smallD,waves}_h200.json): on the four shapes whose fill is
+      0.97-0.99 (V = 201088 with D = 2048, 2880, 4096; 262144 x 2880) the Gluon kernel took 0.947-0.983 of the
+      Triton kernel's time at every B tried (17-32); on the seven filling 0.90-0.95, 0.975-1.111.
+    * ``32 < B <= 64``: two consumer groups on 64 x 128 tiles (an epilogue up to one tile's matmul hides).
+      Session 12 (tile_choice_b64_h200.json): within 0.4% of three groups on the five harness shapes at
+      B = 40, 48 and 64, and 5-30% faster at D = 1536 and 2048, where three groups' turns cost more than
+      they hide.
+    * ``B > 64``: two groups on 64 x 256 tiles with 32-column chunks, 3-10% faster than three groups on
+      64 x 128 through ``sample()`` on all five harness shapes at B=128 and B=256 (fewer re-reads of the weights
+      from L2, wider MMAs).  128 x 128 tiles (session 12) were no faster.
+
+    The exact noise in every token: the approximate filter (``noise_filter``) measured -7% to +4% at B=256 in five
+    comparisons (sessions 8-9), no consistent gain, and 2-4% slower at B=128 and B=64; it stays an option."""
     ws = {"num_warps": 4, "warp_specialized": True}
+    wide = TileConfig(64, 256, 64, num_stages=4, epilogue_v=32, warp_groups=2, **ws)
+    if B <= 16:
+        return None
+    if B <= 32:
+        fills = V is not None and sms is not None and last_wave_fill(cdiv(V, 256), sms) >= SMALL_BATCH_WAVE_FILL
+        return wide if fills else None
     if B <= 64:
-        return TileConfig(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=3, **ws)
-    return TileConfig(64, 256, 64, num_stages=4, epilogue_v=32, warp_groups=2, **ws)
+        return TileConfig(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=2, **ws)
+    return wide
 
 
 def choose_tiles(hidden: torch.Tensor, weight: torch.Tensor, num_samples: int) -> TileConfig:
     """The default tiles of a ``sample`` call: the Gluon kernel's (:func:`warp_specialized_tiles`)
-    where it runs (sm_90, one sample, ``B > 32``), else the Triton kernels' (:func:`default_tiles`)."""
+    where it runs (sm_90, one sample) and is the default for this shape, else the Triton kernels'
+    (:func:`default_tiles`)."""
     B, D = hidden.shape
-    ws = warp_specialized_tiles(B) if num_samples == 1 else None
-    if ws is not None and warp_specialized_supported(hidden, weight):
-        return ws
-    return default_tiles(B, weight.shape[0], D, hidden.element_size())
+    V = weight.shape[0]
+    ws = None
+    if num_samples == 1 and B > 16 and warp_specialized_supported(hidden, weight):
+        ws = warp_specialized_tiles(B, V, sm_count(hidden.device))
+    return ws if ws is not None else default_tiles(B, V, D, hidden.element_size())
 
 
 def logits_tiles(B: int, V: int, block_b: int | None = None, block_v: int | None = None) -> tuple[int, int]:

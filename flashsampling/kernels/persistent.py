@@ -115,8 +115,12 @@ def num_programs(device: torch.device, num_tiles: int, per_sm: int = 1) -> int:
     """``per_sm`` programs per SM (never more programs than tiles); 4 in the interpreter."""
     if device.type != "cuda":
         return max(1, min(4, num_tiles))
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return max(1, min(_sm_count(index) * per_sm, num_tiles))
+    return max(1, min(sm_count(device) * per_sm, num_tiles))
+
+
+def sm_count(device: torch.device) -> int:
+    """SMs of the CUDA device ``device`` (its index, or the current device's)."""
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
 
 @functools.cache
