@@ -57,6 +57,7 @@ from ..noise import (
     approx_log2_exponential,
     exponential_from_bits,
     philox4x32,
+    philox4x32_hilo,
     positive_log,
     uniform_side_from_bits,
 )
@@ -68,6 +69,7 @@ from .tile_cdf import mulhi_u128_u64
 # The noise's device functions, compiled by Gluon (``.fn``: the Python function under triton.jit;
 # in the interpreter they are plain functions).
 _philox = gluon.jit(getattr(philox4x32, "fn", philox4x32))
+_philox_hilo = gluon.jit(getattr(philox4x32_hilo, "fn", philox4x32_hilo))
 _exponential = gluon.jit(getattr(exponential_from_bits, "fn", exponential_from_bits))
 _log = gluon.jit(getattr(positive_log, "fn", positive_log))
 _side = gluon.jit(getattr(uniform_side_from_bits, "fn", uniform_side_from_bits))
@@ -90,13 +92,16 @@ _mulhi = gluon.jit(getattr(mulhi_u128_u64, "fn", mulhi_u128_u64))
 #: (:func:`_tile_cdf_draw`); its candidates are ``(m, Q, draw)`` per row and tile, not Gumbel-max candidates.
 #: ``tile_cdf_no_draw`` (pass 1 only: no uniform, no pass 2, draw 0) and ``tile_cdf_no_bases`` (slot bases 0) are
 #: its timing ablations for the benchmarks, not samplers.
-#: ``filler_ffma`` and ``filler_imad`` are timing probes too: the noise-free scan plus ``N_ROUNDS`` (here a count,
-#: not Philox rounds) dependent instructions per token -- ``FFMA``s on the token's score, or, per token pair,
-#: ``N_ROUNDS`` steps of a 64-bit product and an XOR of its halves (``IMAD.WIDE.U32`` + ``LOP3``, Philox's
-#: instruction mix) -- which measure what one epilogue instruction per token costs beside the other group's MMAs.
+#: ``filler_*`` are timing probes too: the noise-free scan plus ``N_ROUNDS`` (here a count, not Philox rounds) steps
+#: of dependent work per token or token pair (:func:`_filler`), which price one epilogue instruction beside the other
+#: group's MMAs, by kind: ``FFMA``, Philox's 64-bit product (``IMAD.WIDE.U32``), a 32-bit product (``IMAD``) and
+#: rotate-and-XOR (``SHF`` + ``LOP3``), and ``umulhi`` with a 32-bit product (``filler_hilo``: ``IMAD.HI.U32`` +
+#: ``IMAD``).  ``exact_hilo`` is the exact noise with :func:`~flashsampling.noise.philox4x32_hilo` in the fast pass:
+#: the same words, so the same candidates, from other instructions.
 NOISES = {"off": 0, "exact": 1, "filtered": 2, "lse_proxy": 3, "lse_proxy_f64": 4, "lse_proxy_fixed": 5,
           "lse_proxy_design": 6, "tile_cdf": 7, "tile_cdf_no_draw": 8, "tile_cdf_no_bases": 9,
-          "filler_ffma": 10, "filler_imad": 11}  # fmt: skip
+          "filler_ffma": 10, "filler_imad": 11, "filler_imul": 12, "filler_alu": 13, "filler_hilo": 14,
+          "exact_hilo": 15}  # fmt: skip
 NOISE_EXACT = gl.constexpr(NOISES["exact"])
 NOISE_FILTERED = gl.constexpr(NOISES["filtered"])
 NOISE_LSE_PROXY = gl.constexpr(NOISES["lse_proxy"])
@@ -108,6 +113,10 @@ NOISE_TILE_NO_DRAW = gl.constexpr(NOISES["tile_cdf_no_draw"])
 NOISE_TILE_NO_BASES = gl.constexpr(NOISES["tile_cdf_no_bases"])
 NOISE_FILLER_FFMA = gl.constexpr(NOISES["filler_ffma"])
 NOISE_FILLER_IMAD = gl.constexpr(NOISES["filler_imad"])
+NOISE_FILLER_IMUL = gl.constexpr(NOISES["filler_imul"])
+NOISE_FILLER_ALU = gl.constexpr(NOISES["filler_alu"])
+NOISE_FILLER_HILO = gl.constexpr(NOISES["filler_hilo"])
+NOISE_EXACT_HILO = gl.constexpr(NOISES["exact_hilo"])
 TILE_STREAM = gl.constexpr(STREAM_TILE)
 LOG2E = gl.constexpr(1.4426950408889634)
 #: The filter's margin: a row's approximate winner stands if every other token's approximate score is below
@@ -199,7 +208,7 @@ def _merge_chunk(z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run
     r_even, r_odd = gl.split(gl.reshape(row_full, [BM, EV // 2, 2]))
     n_even, n_odd = gl.split(gl.reshape(noisy_full, [BM, EV // 2, 2]))
     tile_start = col_offset + pid_v * BN  # even: a pair never straddles two chunks
-    if NOISE == NOISE_EXACT or NOISE == NOISE_FILTERED:
+    if NOISE == NOISE_EXACT or NOISE == NOISE_FILTERED or NOISE == NOISE_EXACT_HILO:
         pair = ((tile_start + p_even) // 2).to(gl.uint32)
         zero = pair * 0
         w0, w1, w2, w3 = _philox(pair, r_even.to(gl.uint32), zero, zero, k0, k1, N_ROUNDS)
@@ -256,10 +265,14 @@ def _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM: gl.constexpr, EV:
 
 
 @gluon.jit
-def _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV: gl.constexpr, N_ROUNDS: gl.constexpr):
-    """The Philox words of chunk ``c``'s token pairs: ``(w0, w1)`` for the even token, ``(w2, w3)`` for the odd."""
+def _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
+                 HILO: gl.constexpr = False):  # fmt: skip
+    """The Philox words of chunk ``c``'s token pairs: ``(w0, w1)`` for the even token, ``(w2, w3)`` for the odd
+    (``HILO``: computed by :func:`~flashsampling.noise.philox4x32_hilo`, the same words)."""
     pair = ((tile_start + c * EV) // 2 + (pos_even >> 1)).to(gl.uint32)
     zero = pair * 0
+    if HILO:
+        return _philox_hilo(pair, rows_u, zero, zero, k0, k1, N_ROUNDS)
     return _philox(pair, rows_u, zero, zero, k0, k1, N_ROUNDS)
 
 
@@ -290,12 +303,13 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
     for c in range(0, BN // EV):
         z_next = stage.index(gl.minimum(c + 1, BN // EV - 1)).load(cl)  # (the last iteration reloads its own)
         s_even, s_odd, bad = _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM, EV, MASKED)
-        if NOISE == NOISE_EXACT:
-            w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS)
+        if NOISE == NOISE_EXACT or NOISE == NOISE_EXACT_HILO:
+            w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS,
+                                          NOISE == NOISE_EXACT_HILO)  # fmt: skip
             # noisy is 1.0 or 0.0 per row: the product is exact, so this is z / T - log(E) or z / T.
             s_even = s_even - _log(_exponential(w0, w1)) * noisy
             s_odd = s_odd - _log(_exponential(w2, w3)) * noisy
-        if NOISE == NOISE_FILLER_FFMA or NOISE == NOISE_FILLER_IMAD:
+        if NOISE >= NOISE_FILLER_FFMA and NOISE <= NOISE_FILLER_HILO:
             s_even, s_odd = _filler(s_even, s_odd, N_ROUNDS, NOISE)
         if NOISE >= NOISE_LSE_PROXY and NOISE <= NOISE_LSE_FIXED:
             m_even = gl.maximum(lm_even, s_even)
@@ -323,20 +337,36 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
 
 @gluon.jit
 def _filler(s_even, s_odd, COUNT: gl.constexpr, NOISE: gl.constexpr):
-    """The timing probes ``filler_ffma`` / ``filler_imad`` (:data:`NOISES`): ``COUNT`` dependent instructions per
-    token on the pair's scores, folded back into them so that none is dead code.  ``FFMA``: ``s = s * a + b`` with
-    ``a`` just below 1.  ``IMAD``: from the even score's bits, ``COUNT`` steps of ``u = hi(u * M) ^ lo(u * M)`` (one
-    ``IMAD.WIDE.U32`` and one ``LOP3`` per step and pair, that is ``COUNT`` per token); the odd score becomes the even
-    one where ``u`` is 0 (a compare and a select per pair)."""
+    """The timing probes ``filler_*`` (:data:`NOISES`): ``COUNT`` steps of dependent work on the pair's scores, folded
+    back into them so that none is dead code.
+
+    * ``filler_ffma``: per token, ``s = s * a + b`` with ``a`` just below 1 (one ``FFMA`` per step and token).
+    * ``filler_imad``: per pair, from the even score's bits, ``u = hi(u * M) ^ lo(u * M)`` with Philox's
+      multiplier (``IMAD.WIDE.U32``, ``LOP3`` and, as compiled, a ``VIADD`` per step and pair).
+    * ``filler_imul``: per pair, ``u = lo(u * M) ^ v`` with ``v`` the odd score's bits (``IMAD`` + ``LOP3``).
+    * ``filler_alu``: per pair, ``u = rotl(u, 5) ^ v`` (``SHF`` + ``LOP3``).
+    * ``filler_hilo``: per pair, ``u = umulhi(u, M) ^ lo(u * M)`` (``IMAD.HI.U32``, ``IMAD``, ``LOP3``):
+      ``filler_imad``'s integers from other instructions.
+
+    The integer probes end with the odd score replaced by the even one where ``u`` is 0 (a compare and a select per
+    pair).  The instruction counts per step are those of the SASS (benchmarks/NOTES.md, session 12)."""
     if NOISE == NOISE_FILLER_FFMA:
         for _ in gl.static_range(COUNT):
             s_even = s_even * 0.99999994 + 1.0e-30
             s_odd = s_odd * 0.99999994 + 1.0e-30
     else:
         u = s_even.to(gl.uint32, bitcast=True)
+        v = s_odd.to(gl.uint32, bitcast=True)
         for _ in gl.static_range(COUNT):
-            p = u.to(gl.uint64) * 0xD2511F53
-            u = (p >> 32).to(gl.uint32) ^ p.to(gl.uint32)
+            if NOISE == NOISE_FILLER_IMAD:
+                p = u.to(gl.uint64) * 0xD2511F53
+                u = (p >> 32).to(gl.uint32) ^ p.to(gl.uint32)
+            elif NOISE == NOISE_FILLER_IMUL:
+                u = (u * 0xD2511F53) ^ v
+            elif NOISE == NOISE_FILLER_HILO:
+                u = gl.umulhi(u, 0xD2511F53) ^ (u * 0xD2511F53)
+            else:
+                u = ((u << 5) | (u >> 27)) ^ v
         s_odd = gl.where(u == 0, s_even, s_odd)
     return s_even, s_odd
 
@@ -598,7 +628,7 @@ def _staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_tem
     register views of the accumulator, without staging, were measured 1.1-1.9x slower:
     benchmarks/NOTES.md.)"""
     # The filler probes read N_ROUNDS as their count; their tie keys and exact pass keep Philox's 10 rounds.
-    KEY_ROUNDS: gl.constexpr = 10 if NOISE == NOISE_FILLER_FFMA or NOISE == NOISE_FILLER_IMAD else N_ROUNDS
+    KEY_ROUNDS: gl.constexpr = 10 if NOISE >= NOISE_FILLER_FFMA and NOISE <= NOISE_FILLER_HILO else N_ROUNDS
     cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
     vec: gl.constexpr = gl.SliceLayout(1, cl)
     r = gl.arange(0, BM, layout=vec)
