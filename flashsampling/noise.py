@@ -119,24 +119,6 @@ def philox4x32(c0, c1, c2, c3, k0, k1, N_ROUNDS: tl.constexpr):
     return c0, c1, c2, c3
 
 
-@device_function
-def philox4x32_hilo(c0, c1, c2, c3, k0, k1, N_ROUNDS: tl.constexpr):
-    """:func:`philox4x32` with each round's products as ``umulhi`` and a 32-bit multiply (``IMAD.HI.U32`` +
-    ``IMAD`` on sm_90) instead of one 64-bit product (``IMAD.WIDE.U32``): the same integers, other instructions.
-    A timing alternative for the Gluon kernel's benchmarks (``NOISES["exact_hilo"]``; benchmarks/NOTES.md,
-    session 12)."""
-    for _ in tl.static_range(N_ROUNDS):
-        a0 = c0
-        a2 = c2
-        c0 = tl.umulhi(a2, 0xCD9E8D57) ^ c1 ^ k0
-        c2 = tl.umulhi(a0, 0xD2511F53) ^ c3 ^ k1
-        c1 = tl.mul(a2, 0xCD9E8D57, sanitize_overflow=False)
-        c3 = tl.mul(a0, 0xD2511F53, sanitize_overflow=False)
-        k0 = tl.add(k0, 0x9E3779B9, sanitize_overflow=False)
-        k1 = tl.add(k1, 0xBB67AE85, sanitize_overflow=False)
-    return c0, c1, c2, c3
-
-
 if INTERPRET:
 
     @device_function

@@ -91,6 +91,9 @@ def _assert_no_spills(tmp_path, ptx: str, regs: int) -> None:
         (128, "tile_cdf"),
         (256, "filler_ffma"),
         (256, "filler_imad"),
+        (256, "filler_imul"),
+        (256, "filler_alu"),
+        (256, "filler_hilo"),
     ],
 )
 def test_gluon_kernel_compiles_for_sm90_without_spills(batch, noise, tmp_path):

@@ -57,7 +57,6 @@ from ..noise import (
     approx_log2_exponential,
     exponential_from_bits,
     philox4x32,
-    philox4x32_hilo,
     positive_log,
     uniform_side_from_bits,
 )
@@ -69,7 +68,6 @@ from .tile_cdf import mulhi_u128_u64
 # The noise's device functions, compiled by Gluon (``.fn``: the Python function under triton.jit;
 # in the interpreter they are plain functions).
 _philox = gluon.jit(getattr(philox4x32, "fn", philox4x32))
-_philox_hilo = gluon.jit(getattr(philox4x32_hilo, "fn", philox4x32_hilo))
 _exponential = gluon.jit(getattr(exponential_from_bits, "fn", exponential_from_bits))
 _log = gluon.jit(getattr(positive_log, "fn", positive_log))
 _side = gluon.jit(getattr(uniform_side_from_bits, "fn", uniform_side_from_bits))
@@ -96,12 +94,10 @@ _mulhi = gluon.jit(getattr(mulhi_u128_u64, "fn", mulhi_u128_u64))
 #: of dependent work per token or token pair (:func:`_filler`), which price one epilogue instruction beside the other
 #: group's MMAs, by kind: ``FFMA``, Philox's 64-bit product (``IMAD.WIDE.U32``), a 32-bit product (``IMAD``) and
 #: rotate-and-XOR (``SHF`` + ``LOP3``), and ``umulhi`` with a 32-bit product (``filler_hilo``: ``IMAD.HI.U32`` +
-#: ``IMAD``).  ``exact_hilo`` is the exact noise with :func:`~flashsampling.noise.philox4x32_hilo` in the fast pass:
-#: the same words, so the same candidates, from other instructions.
+#: ``IMAD``).
 NOISES = {"off": 0, "exact": 1, "filtered": 2, "lse_proxy": 3, "lse_proxy_f64": 4, "lse_proxy_fixed": 5,
           "lse_proxy_design": 6, "tile_cdf": 7, "tile_cdf_no_draw": 8, "tile_cdf_no_bases": 9,
-          "filler_ffma": 10, "filler_imad": 11, "filler_imul": 12, "filler_alu": 13, "filler_hilo": 14,
-          "exact_hilo": 15}  # fmt: skip
+          "filler_ffma": 10, "filler_imad": 11, "filler_imul": 12, "filler_alu": 13, "filler_hilo": 14}  # fmt: skip
 NOISE_EXACT = gl.constexpr(NOISES["exact"])
 NOISE_FILTERED = gl.constexpr(NOISES["filtered"])
 NOISE_LSE_PROXY = gl.constexpr(NOISES["lse_proxy"])
@@ -116,7 +112,6 @@ NOISE_FILLER_IMAD = gl.constexpr(NOISES["filler_imad"])
 NOISE_FILLER_IMUL = gl.constexpr(NOISES["filler_imul"])
 NOISE_FILLER_ALU = gl.constexpr(NOISES["filler_alu"])
 NOISE_FILLER_HILO = gl.constexpr(NOISES["filler_hilo"])
-NOISE_EXACT_HILO = gl.constexpr(NOISES["exact_hilo"])
 TILE_STREAM = gl.constexpr(STREAM_TILE)
 LOG2E = gl.constexpr(1.4426950408889634)
 #: The filter's margin: a row's approximate winner stands if every other token's approximate score is below
@@ -208,7 +203,7 @@ def _merge_chunk(z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run
     r_even, r_odd = gl.split(gl.reshape(row_full, [BM, EV // 2, 2]))
     n_even, n_odd = gl.split(gl.reshape(noisy_full, [BM, EV // 2, 2]))
     tile_start = col_offset + pid_v * BN  # even: a pair never straddles two chunks
-    if NOISE == NOISE_EXACT or NOISE == NOISE_FILTERED or NOISE == NOISE_EXACT_HILO:
+    if NOISE == NOISE_EXACT or NOISE == NOISE_FILTERED:
         pair = ((tile_start + p_even) // 2).to(gl.uint32)
         zero = pair * 0
         w0, w1, w2, w3 = _philox(pair, r_even.to(gl.uint32), zero, zero, k0, k1, N_ROUNDS)
@@ -265,14 +260,10 @@ def _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM: gl.constexpr, EV:
 
 
 @gluon.jit
-def _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
-                 HILO: gl.constexpr = False):  # fmt: skip
-    """The Philox words of chunk ``c``'s token pairs: ``(w0, w1)`` for the even token, ``(w2, w3)`` for the odd
-    (``HILO``: computed by :func:`~flashsampling.noise.philox4x32_hilo`, the same words)."""
+def _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV: gl.constexpr, N_ROUNDS: gl.constexpr):
+    """The Philox words of chunk ``c``'s token pairs: ``(w0, w1)`` for the even token, ``(w2, w3)`` for the odd."""
     pair = ((tile_start + c * EV) // 2 + (pos_even >> 1)).to(gl.uint32)
     zero = pair * 0
-    if HILO:
-        return _philox_hilo(pair, rows_u, zero, zero, k0, k1, N_ROUNDS)
     return _philox(pair, rows_u, zero, zero, k0, k1, N_ROUNDS)
 
 
@@ -303,9 +294,8 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
     for c in range(0, BN // EV):
         z_next = stage.index(gl.minimum(c + 1, BN // EV - 1)).load(cl)  # (the last iteration reloads its own)
         s_even, s_odd, bad = _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM, EV, MASKED)
-        if NOISE == NOISE_EXACT or NOISE == NOISE_EXACT_HILO:
-            w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS,
-                                          NOISE == NOISE_EXACT_HILO)  # fmt: skip
+        if NOISE == NOISE_EXACT:
+            w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS)
             # noisy is 1.0 or 0.0 per row: the product is exact, so this is z / T - log(E) or z / T.
             s_even = s_even - _log(_exponential(w0, w1)) * noisy
             s_odd = s_odd - _log(_exponential(w2, w3)) * noisy
