@@ -62,7 +62,8 @@ def sample(
         Run the checks that synchronize with the device (see module docstring).
     tiles : TileConfig or None
         Override the tile choice (tests use this to show tile invariance).  By default: on an sm_90
-        GPU (H100/H200), for one sample and ``B > 32``, the warp-specialized Gluon kernel
+        GPU (H100/H200), for one sample and ``B > 32`` (``B > 16`` where the vocabulary's 256-column
+        tiles fill the SMs' last round), the warp-specialized Gluon kernel
         (:func:`~flashsampling.kernels.fused.warp_specialized_tiles`); else the Triton kernels'
         :func:`~flashsampling.kernels.fused.default_tiles`.  Every choice gives the same tokens.
 

@@ -178,12 +178,12 @@ def warp_specialized_tiles(B: int, V: int | None = None, sms: int | None = None)
       0.97-0.99 (V = 201088 with D = 2048, 2880, 4096; 262144 x 2880) the Gluon kernel took 0.947-0.983 of the
       Triton kernel's time at every B tried (17-32); on the seven filling 0.90-0.95, 0.975-1.111.
     * ``32 < B <= 64``: two consumer groups on 64 x 128 tiles (an epilogue up to one tile's matmul hides).
-      Session 12 (tile_choice_b64_h200.json): within 0.4% of three groups on the five harness shapes at
-      B = 40, 48 and 64, and 5-30% faster at D = 1536 and 2048, where three groups' turns cost more than
-      they hide.
+      Session 12 (tile_choice_b64_h200.json, _smallD): within 0.7% of three groups on the five harness
+      shapes at B = 40, 48 and 64, and 1-30% faster at D = 1536 and 2048, where three groups' turns cost more
+      than they hide.
     * ``B > 64``: two groups on 64 x 256 tiles with 32-column chunks, 3-10% faster than three groups on
       64 x 128 through ``sample()`` on all five harness shapes at B=128 and B=256 (fewer re-reads of the weights
-      from L2, wider MMAs).  128 x 128 tiles (session 12) were no faster.
+      from L2, wider MMAs; session 12 found the L2 below its limit there).  128 x 128 tiles were no faster.
 
     The exact noise in every token: the approximate filter (``noise_filter``) measured -7% to +4% at B=256 in five
     comparisons (sessions 8-9), no consistent gain, and 2-4% slower at B=128 and B=64; it stays an option."""
