@@ -92,9 +92,9 @@ _mulhi = gluon.jit(getattr(mulhi_u128_u64, "fn", mulhi_u128_u64))
 #: its timing ablations for the benchmarks, not samplers.
 #: ``filler_*`` are timing probes too: the noise-free scan plus ``N_ROUNDS`` (here a count, not Philox rounds) steps
 #: of dependent work per token or token pair (:func:`_filler`), which price one epilogue instruction beside the other
-#: group's MMAs, by kind: ``FFMA``, Philox's 64-bit product (``IMAD.WIDE.U32``), a 32-bit product (``IMAD``) and
-#: rotate-and-XOR (``SHF`` + ``LOP3``), and ``umulhi`` with a 32-bit product (``filler_hilo``: ``IMAD.HI.U32`` +
-#: ``IMAD``).
+#: group's MMAs, by kind: ``FFMA``; Philox's 64-bit product (``IMAD.WIDE.U32``), or the same as ``umulhi`` and a 32-bit
+#: product (``filler_hilo``: ``IMAD.HI.U32`` + ``IMAD``); a 32-bit product alone (``IMAD``); rotate-and-XOR
+#: (``SHF`` + ``LOP3``).
 NOISES = {"off": 0, "exact": 1, "filtered": 2, "lse_proxy": 3, "lse_proxy_f64": 4, "lse_proxy_fixed": 5,
           "lse_proxy_design": 6, "tile_cdf": 7, "tile_cdf_no_draw": 8, "tile_cdf_no_bases": 9,
           "filler_ffma": 10, "filler_imad": 11, "filler_imul": 12, "filler_alu": 13, "filler_hilo": 14}  # fmt: skip
