@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--philox-rounds", default="10", help="comma-separated Philox round counts to time")
     ap.add_argument("--modes", default="", help="comma-separated extra noise modes to time (pingpong.NOISES keys, "
-                    "such as lse_proxy,lse_proxy_f64,lse_proxy_fixed)")  # fmt: skip
+                    "such as lse_proxy,lse_proxy_f64,lse_proxy_fixed; threefry_proxy:20 sets N_ROUNDS)")  # fmt: skip
     ap.add_argument("--kernel-modes", default="", help="comma-separated timing modes of the kernel, without noise "
                     "(pingpong.MODES keys: bare, register_argmax, staged_bare)")  # fmt: skip
     ap.add_argument("--base", default=",".join(BASE_RUNS), help="which of the default runs to time (BASE_RUNS keys)")
@@ -96,8 +96,9 @@ def main() -> None:
             runs.update({k + name: launcher(h, w, inv, t, *BASE_RUNS[k]) for k in filter(None, args.base.split(","))})
             for kmode in filter(None, args.kernel_modes.split(",")):
                 runs[f"mode_{kmode}{name}"] = launcher(h, w, inv, t, False, False, mode=kmode)
-        for mode in filter(None, args.modes.split(",")):
-            runs[mode] = launcher(h, w, inv, tiles, True, False, noise_mode=mode)
+        for spec in filter(None, args.modes.split(",")):
+            mode, _, n = spec.partition(":")  # "threefry_proxy:20": the mode with its own N_ROUNDS
+            runs[spec] = launcher(h, w, inv, tiles, True, False, int(n or 10), noise_mode=mode)
         for k in (int(x) for x in filter(None, args.filler.split(","))):
             for kind in args.filler_kinds.split(","):
                 runs[f"filler_{kind}_{k}"] = launcher(h, w, inv, tiles, True, False, k, noise_mode=f"filler_{kind}")

@@ -94,6 +94,7 @@ def _assert_no_spills(tmp_path, ptx: str, regs: int) -> None:
         (256, "filler_imul"),
         (256, "filler_alu"),
         (256, "filler_hilo"),
+        (256, "threefry_proxy"),
     ],
 )
 def test_gluon_kernel_compiles_for_sm90_without_spills(batch, noise, tmp_path):

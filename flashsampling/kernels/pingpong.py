@@ -94,10 +94,14 @@ _mulhi = gluon.jit(getattr(mulhi_u128_u64, "fn", mulhi_u128_u64))
 #: of dependent work per token or token pair (:func:`_filler`), which price one epilogue instruction beside the other
 #: group's MMAs, by kind: ``FFMA``; Philox's 64-bit product (``IMAD.WIDE.U32``), or the same as ``umulhi`` and a 32-bit
 #: product (``filler_hilo``: ``IMAD.HI.U32`` + ``IMAD``); a 32-bit product alone (``IMAD``); rotate-and-XOR
-#: (``SHF`` + ``LOP3``).
+#: (``SHF`` + ``LOP3``).  ``threefry_proxy`` is the exact noise's fast pass with each pair's four words from
+#: Threefry-4x32 with ``N_ROUNDS`` rounds (:func:`_threefry_proxy`: additions, rotations and XORs, no products) in
+#: place of Philox: what a multiply-free counter-based stream would cost.  Not a sampler (its words are not checked
+#: against a reference, and the exact pass still uses Philox).
 NOISES = {"off": 0, "exact": 1, "filtered": 2, "lse_proxy": 3, "lse_proxy_f64": 4, "lse_proxy_fixed": 5,
           "lse_proxy_design": 6, "tile_cdf": 7, "tile_cdf_no_draw": 8, "tile_cdf_no_bases": 9,
-          "filler_ffma": 10, "filler_imad": 11, "filler_imul": 12, "filler_alu": 13, "filler_hilo": 14}  # fmt: skip
+          "filler_ffma": 10, "filler_imad": 11, "filler_imul": 12, "filler_alu": 13, "filler_hilo": 14,
+          "threefry_proxy": 15}  # fmt: skip
 NOISE_EXACT = gl.constexpr(NOISES["exact"])
 NOISE_FILTERED = gl.constexpr(NOISES["filtered"])
 NOISE_LSE_PROXY = gl.constexpr(NOISES["lse_proxy"])
@@ -112,6 +116,7 @@ NOISE_FILLER_IMAD = gl.constexpr(NOISES["filler_imad"])
 NOISE_FILLER_IMUL = gl.constexpr(NOISES["filler_imul"])
 NOISE_FILLER_ALU = gl.constexpr(NOISES["filler_alu"])
 NOISE_FILLER_HILO = gl.constexpr(NOISES["filler_hilo"])
+NOISE_THREEFRY_PROXY = gl.constexpr(NOISES["threefry_proxy"])
 TILE_STREAM = gl.constexpr(STREAM_TILE)
 LOG2E = gl.constexpr(1.4426950408889634)
 #: The filter's margin: a row's approximate winner stands if every other token's approximate score is below
@@ -294,8 +299,12 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
     for c in range(0, BN // EV):
         z_next = stage.index(gl.minimum(c + 1, BN // EV - 1)).load(cl)  # (the last iteration reloads its own)
         s_even, s_odd, bad = _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM, EV, MASKED)
-        if NOISE == NOISE_EXACT:
-            w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS)
+        if NOISE == NOISE_EXACT or NOISE == NOISE_THREEFRY_PROXY:
+            if NOISE == NOISE_EXACT:
+                w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS)
+            else:
+                pair = ((tile_start + c * EV) // 2 + (pos_even >> 1)).to(gl.uint32)
+                w0, w1, w2, w3 = _threefry_proxy(pair, rows_u, pair * 0, pair * 0, k0, k1, N_ROUNDS)
             # noisy is 1.0 or 0.0 per row: the product is exact, so this is z / T - log(E) or z / T.
             s_even = s_even - _log(_exponential(w0, w1)) * noisy
             s_odd = s_odd - _log(_exponential(w2, w3)) * noisy
@@ -323,6 +332,56 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
         bad = _lse_proxy_second_pass(stage, cl, c_end, mult, bad, lm_even, lm_odd, ls_even, ls_odd, pos_even, pos_odd,
                                      BM, BN, EV, NOISE, MASKED)  # fmt: skip
     return run_even, run_odd, ct_even, ct_odd, bad
+
+
+THREEFRY_ROT_A = gl.constexpr((10, 11, 13, 23, 6, 17, 25, 18))
+THREEFRY_ROT_B = gl.constexpr((26, 21, 27, 5, 20, 11, 10, 20))
+
+
+@gluon.jit
+def _mix(a, b, R: gl.constexpr):
+    """One Threefry mix: ``a += b; b = rotl(b, R) ^ a``."""
+    a = a + b
+    b = ((b << R) | (b >> (32 - R))) ^ a
+    return a, b
+
+
+@gluon.jit
+def _key_word(i: gl.constexpr, k0, k1, ks4):
+    """Word ``i`` (0..4) of the Threefry key schedule ``(k0, k1, 0, 0, ks4)``."""
+    if i == 0:
+        return k0
+    elif i == 1:
+        return k1
+    elif i == 4:
+        return ks4
+    else:
+        return k0 * 0
+
+
+@gluon.jit
+def _threefry_proxy(c0, c1, c2, c3, k0, k1, N_ROUNDS: gl.constexpr):
+    """Threefry-4x32 with ``N_ROUNDS`` rounds on uint32 counters and the key ``(k0, k1, 0, 0)``, in Random123's shape
+    (Salmon et al., SC 2011): per round two mixes on alternating word pairs, the key schedule added every 4 rounds.
+    For the timing probe ``threefry_proxy`` only: the words are not checked against a reference."""
+    ks4 = k0 ^ k1 ^ 0x1BD11BDA
+    x0 = c0 + k0
+    x1 = c1 + k1
+    x2 = c2
+    x3 = c3
+    for r in gl.static_range(N_ROUNDS):
+        if r % 2 == 0:
+            x0, x1 = _mix(x0, x1, THREEFRY_ROT_A[r % 8])
+            x2, x3 = _mix(x2, x3, THREEFRY_ROT_B[r % 8])
+        else:
+            x0, x3 = _mix(x0, x3, THREEFRY_ROT_A[r % 8])
+            x2, x1 = _mix(x2, x1, THREEFRY_ROT_B[r % 8])
+        if r % 4 == 3:
+            x0 = x0 + _key_word((r // 4 + 1) % 5, k0, k1, ks4)
+            x1 = x1 + _key_word((r // 4 + 2) % 5, k0, k1, ks4)
+            x2 = x2 + _key_word((r // 4 + 3) % 5, k0, k1, ks4)
+            x3 = x3 + _key_word((r // 4 + 4) % 5, k0, k1, ks4) + (r // 4 + 1)
+    return x0, x1, x2, x3
 
 
 @gluon.jit
@@ -617,8 +676,8 @@ def _staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_tem
     (Proposition 5).  (Chunks taken as
     register views of the accumulator, without staging, were measured 1.1-1.9x slower:
     benchmarks/NOTES.md.)"""
-    # The filler probes read N_ROUNDS as their count; their tie keys and exact pass keep Philox's 10 rounds.
-    KEY_ROUNDS: gl.constexpr = 10 if NOISE >= NOISE_FILLER_FFMA and NOISE <= NOISE_FILLER_HILO else N_ROUNDS
+    # The probes (filler_*, threefry_proxy) read N_ROUNDS as their own count; their tie keys keep Philox's 10 rounds.
+    KEY_ROUNDS: gl.constexpr = 10 if NOISE >= NOISE_FILLER_FFMA and NOISE <= NOISE_THREEFRY_PROXY else N_ROUNDS
     cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
     vec: gl.constexpr = gl.SliceLayout(1, cl)
     r = gl.arange(0, BM, layout=vec)
