@@ -206,9 +206,11 @@ def choose_tiles(hidden: torch.Tensor, weight: torch.Tensor, num_samples: int) -
     B, D = hidden.shape
     V = weight.shape[0]
     ws = None
-    if num_samples == 1 and B > 16 and warp_specialized_supported(hidden, weight):
+    if num_samples == 1 and B > 16 and hidden.is_cuda:
         ws = warp_specialized_tiles(B, V, sm_count(hidden.device))
-    return ws if ws is not None else default_tiles(B, V, D, hidden.element_size())
+    if ws is not None and warp_specialized_supported(hidden, weight):
+        return ws
+    return default_tiles(B, V, D, hidden.element_size())
 
 
 def logits_tiles(B: int, V: int, block_b: int | None = None, block_v: int | None = None) -> tuple[int, int]:
