@@ -63,6 +63,7 @@ from ..noise import (
 from ..tile_weights import tile_weight
 from .launch import cdiv, direct
 from .persistent import num_programs
+from .probes import FILLER_KINDS, filler, threefry_proxy
 from .tile_cdf import mulhi_u128_u64
 
 # The noise's device functions, compiled by Gluon (``.fn``: the Python function under triton.jit;
@@ -90,18 +91,18 @@ _mulhi = gluon.jit(getattr(mulhi_u128_u64, "fn", mulhi_u128_u64))
 #: (:func:`_tile_cdf_draw`); its candidates are ``(m, Q, draw)`` per row and tile, not Gumbel-max candidates.
 #: ``tile_cdf_no_draw`` (pass 1 only: no uniform, no pass 2, draw 0) and ``tile_cdf_no_bases`` (slot bases 0) are
 #: its timing ablations for the benchmarks, not samplers.
-#: ``filler_*`` are timing probes too: the noise-free scan plus ``N_ROUNDS`` (here a count, not Philox rounds) steps
-#: of dependent work per token or token pair (:func:`_filler`), which price one epilogue instruction beside the other
-#: group's MMAs, by kind: ``FFMA``; Philox's 64-bit product (``IMAD.WIDE.U32``), or the same as ``umulhi`` and a 32-bit
-#: product (``filler_hilo``: ``IMAD.HI.U32`` + ``IMAD``); a 32-bit product alone (``IMAD``); rotate-and-XOR
-#: (``SHF`` + ``LOP3``).  ``threefry_proxy`` is the exact noise's fast pass with each pair's four words from
-#: Threefry-4x32 with ``N_ROUNDS`` rounds (:func:`_threefry_proxy`: additions, rotations and XORs, no products) in
-#: place of Philox: what a multiply-free counter-based stream would cost.  Not a sampler (its words are not checked
-#: against a reference, and the exact pass still uses Philox).
+#: ``filler_*`` are timing probes too: the noise-free scan plus ``N_ROUNDS`` (here a count, not Philox rounds)
+#: steps of dependent work per token or token pair (:func:`.probes.filler`), which price one epilogue instruction
+#: beside the other group's MMAs, by kind: ``FFMA``; Philox's 64-bit product (``IMAD.WIDE.U32``), or the same as
+#: ``umulhi`` and a 32-bit product (``filler_hilo``: ``IMAD.HI.U32`` + ``IMAD``); a 32-bit product alone (``IMAD``);
+#: rotate-and-XOR (``SHF`` + ``LOP3``).  ``threefry_proxy`` is the exact noise's fast pass with each pair's four
+#: words from Threefry-4x32 with ``N_ROUNDS`` rounds (:func:`.probes.threefry_proxy`: additions, rotations and
+#: XORs, no products) in place of Philox: what a multiply-free counter-based stream would cost.  Not a sampler (its
+#: words are not checked against a reference, and the exact pass still uses Philox).
 NOISES = {"off": 0, "exact": 1, "filtered": 2, "lse_proxy": 3, "lse_proxy_f64": 4, "lse_proxy_fixed": 5,
           "lse_proxy_design": 6, "tile_cdf": 7, "tile_cdf_no_draw": 8, "tile_cdf_no_bases": 9,
-          "filler_ffma": 10, "filler_imad": 11, "filler_imul": 12, "filler_alu": 13, "filler_hilo": 14,
-          "threefry_proxy": 15}  # fmt: skip
+          **{f"filler_{kind}": 10 + i for i, kind in enumerate(FILLER_KINDS)},
+          "threefry_proxy": 10 + len(FILLER_KINDS)}  # fmt: skip
 NOISE_EXACT = gl.constexpr(NOISES["exact"])
 NOISE_FILTERED = gl.constexpr(NOISES["filtered"])
 NOISE_LSE_PROXY = gl.constexpr(NOISES["lse_proxy"])
@@ -112,9 +113,6 @@ NOISE_TILE_CDF = gl.constexpr(NOISES["tile_cdf"])
 NOISE_TILE_NO_DRAW = gl.constexpr(NOISES["tile_cdf_no_draw"])
 NOISE_TILE_NO_BASES = gl.constexpr(NOISES["tile_cdf_no_bases"])
 NOISE_FILLER_FFMA = gl.constexpr(NOISES["filler_ffma"])
-NOISE_FILLER_IMAD = gl.constexpr(NOISES["filler_imad"])
-NOISE_FILLER_IMUL = gl.constexpr(NOISES["filler_imul"])
-NOISE_FILLER_ALU = gl.constexpr(NOISES["filler_alu"])
 NOISE_FILLER_HILO = gl.constexpr(NOISES["filler_hilo"])
 NOISE_THREEFRY_PROXY = gl.constexpr(NOISES["threefry_proxy"])
 TILE_STREAM = gl.constexpr(STREAM_TILE)
@@ -304,12 +302,12 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
                 w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS)
             else:
                 pair = ((tile_start + c * EV) // 2 + (pos_even >> 1)).to(gl.uint32)
-                w0, w1, w2, w3 = _threefry_proxy(pair, rows_u, pair * 0, pair * 0, k0, k1, N_ROUNDS)
+                w0, w1, w2, w3 = threefry_proxy(pair, rows_u, pair * 0, pair * 0, k0, k1, N_ROUNDS)
             # noisy is 1.0 or 0.0 per row: the product is exact, so this is z / T - log(E) or z / T.
             s_even = s_even - _log(_exponential(w0, w1)) * noisy
             s_odd = s_odd - _log(_exponential(w2, w3)) * noisy
         if NOISE >= NOISE_FILLER_FFMA and NOISE <= NOISE_FILLER_HILO:
-            s_even, s_odd = _filler(s_even, s_odd, N_ROUNDS, NOISE)
+            s_even, s_odd = filler(s_even, s_odd, N_ROUNDS, NOISE - NOISE_FILLER_FFMA)
         if NOISE >= NOISE_LSE_PROXY and NOISE <= NOISE_LSE_FIXED:
             m_even = gl.maximum(lm_even, s_even)
             m_odd = gl.maximum(lm_odd, s_odd)
@@ -332,92 +330,6 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
         bad = _lse_proxy_second_pass(stage, cl, c_end, mult, bad, lm_even, lm_odd, ls_even, ls_odd, pos_even, pos_odd,
                                      BM, BN, EV, NOISE, MASKED)  # fmt: skip
     return run_even, run_odd, ct_even, ct_odd, bad
-
-
-THREEFRY_ROT_A = gl.constexpr((10, 11, 13, 23, 6, 17, 25, 18))
-THREEFRY_ROT_B = gl.constexpr((26, 21, 27, 5, 20, 11, 10, 20))
-
-
-@gluon.jit
-def _mix(a, b, R: gl.constexpr):
-    """One Threefry mix: ``a += b; b = rotl(b, R) ^ a``."""
-    a = a + b
-    b = ((b << R) | (b >> (32 - R))) ^ a
-    return a, b
-
-
-@gluon.jit
-def _key_word(i: gl.constexpr, k0, k1, ks4):
-    """Word ``i`` (0..4) of the Threefry key schedule ``(k0, k1, 0, 0, ks4)``."""
-    if i == 0:
-        return k0
-    elif i == 1:
-        return k1
-    elif i == 4:
-        return ks4
-    else:
-        return k0 * 0
-
-
-@gluon.jit
-def _threefry_proxy(c0, c1, c2, c3, k0, k1, N_ROUNDS: gl.constexpr):
-    """Threefry-4x32 with ``N_ROUNDS`` rounds on uint32 counters and the key ``(k0, k1, 0, 0)``, in Random123's shape
-    (Salmon et al., SC 2011): per round two mixes on alternating word pairs, the key schedule added every 4 rounds.
-    For the timing probe ``threefry_proxy`` only: the words are not checked against a reference."""
-    ks4 = k0 ^ k1 ^ 0x1BD11BDA
-    x0 = c0 + k0
-    x1 = c1 + k1
-    x2 = c2
-    x3 = c3
-    for r in gl.static_range(N_ROUNDS):
-        if r % 2 == 0:
-            x0, x1 = _mix(x0, x1, THREEFRY_ROT_A[r % 8])
-            x2, x3 = _mix(x2, x3, THREEFRY_ROT_B[r % 8])
-        else:
-            x0, x3 = _mix(x0, x3, THREEFRY_ROT_A[r % 8])
-            x2, x1 = _mix(x2, x1, THREEFRY_ROT_B[r % 8])
-        if r % 4 == 3:
-            x0 = x0 + _key_word((r // 4 + 1) % 5, k0, k1, ks4)
-            x1 = x1 + _key_word((r // 4 + 2) % 5, k0, k1, ks4)
-            x2 = x2 + _key_word((r // 4 + 3) % 5, k0, k1, ks4)
-            x3 = x3 + _key_word((r // 4 + 4) % 5, k0, k1, ks4) + (r // 4 + 1)
-    return x0, x1, x2, x3
-
-
-@gluon.jit
-def _filler(s_even, s_odd, COUNT: gl.constexpr, NOISE: gl.constexpr):
-    """The timing probes ``filler_*`` (:data:`NOISES`): ``COUNT`` steps of dependent work on the pair's scores, folded
-    back into them so that none is dead code.
-
-    * ``filler_ffma``: per token, ``s = s * a + b`` with ``a`` just below 1 (one ``FFMA`` per step and token).
-    * ``filler_imad``: per pair, from the even score's bits, ``u = hi(u * M) ^ lo(u * M)`` with Philox's
-      multiplier (``IMAD.WIDE.U32``, ``LOP3`` and, as compiled, a ``VIADD`` per step and pair).
-    * ``filler_imul``: per pair, ``u = lo(u * M) ^ v`` with ``v`` the odd score's bits (``IMAD`` + ``LOP3``).
-    * ``filler_alu``: per pair, ``u = rotl(u, 5) ^ v`` (``SHF`` + ``LOP3``).
-    * ``filler_hilo``: per pair, ``u = umulhi(u, M) ^ lo(u * M)`` (``IMAD.HI.U32``, ``IMAD``, ``LOP3``):
-      ``filler_imad``'s integers from other instructions.
-
-    The integer probes end with the odd score replaced by the even one where ``u`` is 0 (a compare and a select per
-    pair).  The instruction counts per step are those of the SASS (benchmarks/NOTES.md, session 12)."""
-    if NOISE == NOISE_FILLER_FFMA:
-        for _ in gl.static_range(COUNT):
-            s_even = s_even * 0.99999994 + 1.0e-30
-            s_odd = s_odd * 0.99999994 + 1.0e-30
-    else:
-        u = s_even.to(gl.uint32, bitcast=True)
-        v = s_odd.to(gl.uint32, bitcast=True)
-        for _ in gl.static_range(COUNT):
-            if NOISE == NOISE_FILLER_IMAD:
-                p = u.to(gl.uint64) * 0xD2511F53
-                u = (p >> 32).to(gl.uint32) ^ p.to(gl.uint32)
-            elif NOISE == NOISE_FILLER_IMUL:
-                u = (u * 0xD2511F53) ^ v
-            elif NOISE == NOISE_FILLER_HILO:
-                u = gl.umulhi(u, 0xD2511F53) ^ (u * 0xD2511F53)
-            else:
-                u = ((u << 5) | (u >> 27)) ^ v
-        s_odd = gl.where(u == 0, s_even, s_odd)
-    return s_even, s_odd
 
 
 @gluon.jit
