@@ -14,8 +14,8 @@ noise-free pipeline's cost; ``--base no_noise --temps ''`` skips the filter's ru
 ``--tiles 128x128x64x4x16x2`` also times the base runs and kernel modes with other tiles of the Gluon kernel
 (``block_b x block_v x block_d x stages x epilogue_v x groups``; runs named ``<run>@<tiles>``).
 ``--filler 0,32,64`` also times the timing probes ``filler_ffma`` and ``filler_imad`` (``--filler-kinds``: also
-``imul``, ``alu``; pingpong.NOISES: the noise-free scan plus that many steps of dependent FFMAs, 64-bit or 32-bit
-products or rotate-XORs per token or pair), which price one epilogue instruction beside the MMAs.
+``imul``, ``alu``, ``hilo``; pingpong.NOISES: the noise-free scan plus that many steps of dependent FFMAs, 64-bit
+or 32-bit products or rotate-XORs per token or pair), which price one epilogue instruction beside the MMAs.
 ``--philox-rounds 10,7,0`` also times both noise modes with fewer Philox rounds (``exact_r7``, ...): an
 attribution experiment only (how much of the noise's cost is Philox's integer work); the library always runs
 10 rounds, and fewer rounds are a different, unverified stream.
@@ -72,8 +72,6 @@ def main() -> None:
     ap.add_argument("--base", default=",".join(BASE_RUNS), help="which of the default runs to time (BASE_RUNS keys)")
     ap.add_argument("--tiles", default="", help="comma-separated other Gluon tiles for the base runs and kernel modes, "
                     "each block_b x block_v x block_d x stages x epilogue_v x groups")  # fmt: skip
-    ap.add_argument("--compare", default="filtered", help="the noise mode whose candidates --temps compares with the "
-                    "exact noise's, bit for bit (filtered, or a pingpong.NOISES key such as exact_hilo)")  # fmt: skip
     ap.add_argument("--filler", default="", help="comma-separated step counts for the filler probes")
     ap.add_argument("--filler-kinds", default="ffma,imad", help="which filler probes (pingpong.NOISES filler_<kind>)")
     args = ap.parse_args()
@@ -85,8 +83,7 @@ def main() -> None:
         for t in (float(x) for x in filter(None, args.temps.split(","))):
             inv = torch.full((B,), 1.0 / t, device=dev)
             inv[0] = 0.0  # one greedy row
-            mode = {"noise_mode": args.compare} if args.compare != "filtered" else {}
-            a = [x.clone() for x in launcher(h, w, inv, tiles, True, args.compare == "filtered", **mode)()[:4]]
+            a = [x.clone() for x in launcher(h, w, inv, tiles, True, True)()[:4]]
             b = launcher(h, w, inv, tiles, True, False)()[:4]
             rec["equal"][f"T={t}"] = [bool(torch.equal(x, y)) for x, y in zip(a, b)]
         inv = torch.full((B,), 1.0 / 0.9, device=dev)

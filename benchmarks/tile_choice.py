@@ -29,11 +29,12 @@ CANDIDATES = {
     "3 groups, 64x128, 6 stages, 16-col": TileConfig(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=3, **WS),
     "2 groups, 64x256, 4 stages, 32-col": TileConfig(64, 256, 64, num_stages=4, epilogue_v=32, warp_groups=2, **WS),
     "2 groups, 64x256, 4 stages, 16-col": TileConfig(64, 256, 64, num_stages=4, epilogue_v=16, warp_groups=2, **WS),
-    # 128-row tiles read each weight tile from L2 half as often (benchmarks/NOTES.md, session 12)
+    # 128-row tiles: half the weight tiles' reads from L2; no faster (benchmarks/NOTES.md, session 12 §1)
     "2 groups, 128x128, 4 stages, 16-col": TileConfig(128, 128, 64, num_stages=4, epilogue_v=16, warp_groups=2, **WS),
     "2 groups, 128x128, 5 stages, 16-col": TileConfig(128, 128, 64, num_stages=5, epilogue_v=16, warp_groups=2, **WS),
 }
-#: ``--set small``: below B = 33 the default is a Triton kernel; does the Gluon kernel's B <= 64 tile do better?
+#: ``--set small``: the B <= 64 default (Triton, or Gluon where warp_specialized_tiles picks it) against the Gluon
+#: kernel's 64 x 128 tiles with 2 or 3 groups and its 64 x 256 tiles.
 SMALL_CANDIDATES = {
     "default": None,
     "3 groups, 64x128, 6 stages, 16-col": CANDIDATES["3 groups, 64x128, 6 stages, 16-col"],

@@ -263,10 +263,14 @@ def _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM: gl.constexpr, EV:
 
 
 @gluon.jit
-def _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV: gl.constexpr, N_ROUNDS: gl.constexpr):
-    """The Philox words of chunk ``c``'s token pairs: ``(w0, w1)`` for the even token, ``(w2, w3)`` for the odd."""
+def _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
+                 THREEFRY: gl.constexpr = False):  # fmt: skip
+    """The Philox words of chunk ``c``'s token pairs: ``(w0, w1)`` for the even token, ``(w2, w3)`` for the odd
+    (``THREEFRY``: the timing probe's Threefry-4x32 words instead, :func:`.probes.threefry_proxy`)."""
     pair = ((tile_start + c * EV) // 2 + (pos_even >> 1)).to(gl.uint32)
     zero = pair * 0
+    if THREEFRY:
+        return threefry_proxy(pair, rows_u, zero, zero, k0, k1, N_ROUNDS)
     return _philox(pair, rows_u, zero, zero, k0, k1, N_ROUNDS)
 
 
@@ -298,11 +302,8 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
         z_next = stage.index(gl.minimum(c + 1, BN // EV - 1)).load(cl)  # (the last iteration reloads its own)
         s_even, s_odd, bad = _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM, EV, MASKED)
         if NOISE == NOISE_EXACT or NOISE == NOISE_THREEFRY_PROXY:
-            if NOISE == NOISE_EXACT:
-                w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS)
-            else:
-                pair = ((tile_start + c * EV) // 2 + (pos_even >> 1)).to(gl.uint32)
-                w0, w1, w2, w3 = threefry_proxy(pair, rows_u, pair * 0, pair * 0, k0, k1, N_ROUNDS)
+            w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS,
+                                          NOISE == NOISE_THREEFRY_PROXY)  # fmt: skip
             # noisy is 1.0 or 0.0 per row: the product is exact, so this is z / T - log(E) or z / T.
             s_even = s_even - _log(_exponential(w0, w1)) * noisy
             s_odd = s_odd - _log(_exponential(w2, w3)) * noisy
