@@ -72,8 +72,6 @@ def main() -> None:
     ap.add_argument("--base", default=",".join(BASE_RUNS), help="which of the default runs to time (BASE_RUNS keys)")
     ap.add_argument("--tiles", default="", help="comma-separated other Gluon tiles for the base runs and kernel modes, "
                     "each block_b x block_v x block_d x stages x epilogue_v x groups")  # fmt: skip
-    ap.add_argument("--compare", default="", help="comma-separated noise modes (pingpong.NOISES keys) whose "
-                    "candidates must equal the exact noise's bit for bit at each --temps (exact_halves)")  # fmt: skip
     ap.add_argument("--filler", default="", help="comma-separated step counts for the filler probes")
     ap.add_argument("--filler-kinds", default="ffma,imad", help="which filler probes (pingpong.NOISES filler_<kind>)")
     args = ap.parse_args()
@@ -88,9 +86,6 @@ def main() -> None:
             a = [x.clone() for x in launcher(h, w, inv, tiles, True, True)()[:4]]
             b = launcher(h, w, inv, tiles, True, False)()[:4]
             rec["equal"][f"T={t}"] = [bool(torch.equal(x, y)) for x, y in zip(a, b)]
-            for mode in filter(None, args.compare.split(",")):
-                c = launcher(h, w, inv, tiles, True, False, noise_mode=mode)()[:4]
-                rec["equal"][f"{mode}@T={t}"] = [bool(torch.equal(x, y)) for x, y in zip(c, b)]
         inv = torch.full((B,), 1.0 / 0.9, device=dev)
         runs = {}
         other = {f"@{x}": ws_tiles(*map(int, x.split("x"))) for x in filter(None, args.tiles.split(","))}

@@ -119,42 +119,6 @@ def philox4x32(c0, c1, c2, c3, k0, k1, N_ROUNDS: tl.constexpr):
     return c0, c1, c2, c3
 
 
-@device_function
-def mulhilo_by_halves(a, M: tl.constexpr):
-    """``(hi, lo)`` of the 64-bit product ``a * M`` (``a`` uint32, ``M`` a 32-bit constant) from 32-bit products of
-    16-bit halves only, with no high-half or widening multiply (``IMAD.HI``/``IMAD.WIDE``).
-
-    With ``a = ah 2**16 + al`` and ``M = Mh 2**16 + Ml``: ``t0 = al Ml``, ``t1 = ah Ml + floor(t0 / 2**16)``,
-    ``t2 = al Mh + (t1 mod 2**16)``, and ``hi = ah Mh + floor(t1 / 2**16) + floor(t2 / 2**16)``; each ``t`` is at
-    most ``(2**16 - 1)**2 + 2**16 - 1 < 2**32``, so no step wraps; ``lo = a M mod 2**32``.  The same integers as the
-    widening product (``tests/test_noise.py``)."""
-    ML: tl.constexpr = M & 0xFFFF
-    MH: tl.constexpr = M >> 16
-    al = a & 0xFFFF
-    ah = a >> 16
-    t0 = al * ML
-    t1 = ah * ML + (t0 >> 16)
-    t2 = al * MH + (t1 & 0xFFFF)
-    hi = ah * MH + (t1 >> 16) + (t2 >> 16)
-    lo = (a.to(tl.uint64) * M).to(tl.uint32)
-    return hi, lo
-
-
-@device_function
-def philox4x32_by_halves(c0, c1, c2, c3, k0, k1, N_ROUNDS: tl.constexpr):
-    """:func:`philox4x32`, the same words, with each round's products from :func:`mulhilo_by_halves`."""
-    for _ in tl.static_range(N_ROUNDS):
-        hi0, lo0 = mulhilo_by_halves(c0, 0xD2511F53)
-        hi2, lo2 = mulhilo_by_halves(c2, 0xCD9E8D57)
-        c0 = hi2 ^ c1 ^ k0
-        c2 = hi0 ^ c3 ^ k1
-        c1 = lo2
-        c3 = lo0
-        k0 = tl.add(k0, 0x9E3779B9, sanitize_overflow=False)
-        k1 = tl.add(k1, 0xBB67AE85, sanitize_overflow=False)
-    return c0, c1, c2, c3
-
-
 if INTERPRET:
 
     @device_function

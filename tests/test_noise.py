@@ -21,9 +21,6 @@ from flashsampling.noise import (
     exponential_from_side,
     exponential_from_side_np,
     pair_noise,
-    mulhilo_by_halves,
-    philox4x32,
-    philox4x32_by_halves,
     philox4x32_np,
     positive_log,
     ratio_to_half_one,
@@ -83,48 +80,6 @@ def test_philox_known_answers(ctr, key, expected):
     """Random123's known-answer vectors for Philox4x32-10."""
     out = philox4x32_np(*ctr, *key)
     assert tuple(int(x) for x in out) == expected
-
-
-@triton.jit
-def _halves_kernel(a_ptr, c_ptr, out_ptr, k0, k1, BLOCK: tl.constexpr):
-    """Per element: ``mulhilo_by_halves`` of ``a`` by both Philox multipliers, and Philox4x32-10 of the counters
-    ``(a, c, 7, 3)`` both ways."""
-    i = tl.arange(0, BLOCK)
-    a = tl.load(a_ptr + i).to(tl.uint32, bitcast=True)
-    c = tl.load(c_ptr + i).to(tl.uint32, bitcast=True)
-    h0, l0 = mulhilo_by_halves(a, 0xD2511F53)
-    h1, l1 = mulhilo_by_halves(a, 0xCD9E8D57)
-    seven = a * 0 + 7
-    three = a * 0 + 3
-    x = philox4x32_by_halves(a, c, seven, three, k0.to(tl.uint32), k1.to(tl.uint32), 10)
-    y = philox4x32(a, c, seven, three, k0.to(tl.uint32), k1.to(tl.uint32), 10)
-    for j, w in enumerate((h0, l0, h1, l1, *x, *y)):
-        tl.store(out_ptr + j * BLOCK + i, w.to(tl.int32, bitcast=True))
-
-
-def test_philox_by_halves_equals_widening_products(device):
-    """``mulhilo_by_halves`` gives the 64-bit product's halves exactly -- on the extreme words (0, 1, 2**16 - 1,
-    2**16, 2**32 - 1, ...) and random ones -- and ``philox4x32_by_halves`` the words of ``philox4x32`` and of the
-    twin (compiled on the GPU, the interpreter on CPU)."""
-    edge = [0, 1, 2, 0xFFFF, 0x10000, 0x10001, 0x7FFFFFFF, 0x80000000, 0xFFFF0000, 0xFFFEFFFF, 0xFFFFFFFE, 0xFFFFFFFF]
-    rng = np.random.default_rng(13)
-    block = 256
-    a = np.concatenate([np.array(edge, dtype=np.uint32), rng.integers(0, 2**32, block - len(edge), dtype=np.uint32)])
-    c = rng.integers(0, 2**32, block, dtype=np.uint32)
-    out = torch.empty(12 * block, dtype=torch.int32, device=device)
-    k0, k1 = 0x243F6A88, 0x85A308D3 - 2**32  # (the key as int32 arguments)
-    _halves_kernel[(1,)](
-        torch.from_numpy(a.view(np.int32)).to(device), torch.from_numpy(c.view(np.int32)).to(device), out, k0, k1, block
-    )
-    got = out.cpu().numpy().view(np.uint32).reshape(12, block)
-    wide = [a.astype(np.uint64) * np.uint64(m) for m in (0xD2511F53, 0xCD9E8D57)]
-    for j, p in enumerate(wide):
-        np.testing.assert_array_equal(got[2 * j], (p >> np.uint64(32)).astype(np.uint32))
-        np.testing.assert_array_equal(got[2 * j + 1], (p & np.uint64(0xFFFFFFFF)).astype(np.uint32))
-    twin = philox4x32_np(a, c, 7, 3, 0x243F6A88, 0x85A308D3)
-    for j in range(4):
-        np.testing.assert_array_equal(got[4 + j], twin[j])
-        np.testing.assert_array_equal(got[8 + j], twin[j])
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2**64 - 1, 0x9E3779B97F4A7C15])

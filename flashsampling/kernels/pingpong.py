@@ -57,7 +57,6 @@ from ..noise import (
     approx_log2_exponential,
     exponential_from_bits,
     philox4x32,
-    philox4x32_by_halves,
     positive_log,
     uniform_side_from_bits,
 )
@@ -70,7 +69,6 @@ from .tile_cdf import mulhi_u128_u64
 # The noise's device functions, compiled by Gluon (``.fn``: the Python function under triton.jit;
 # in the interpreter they are plain functions).
 _philox = gluon.jit(getattr(philox4x32, "fn", philox4x32))
-_philox_halves = gluon.jit(getattr(philox4x32_by_halves, "fn", philox4x32_by_halves))
 _exponential = gluon.jit(getattr(exponential_from_bits, "fn", exponential_from_bits))
 _log = gluon.jit(getattr(positive_log, "fn", positive_log))
 _side = gluon.jit(getattr(uniform_side_from_bits, "fn", uniform_side_from_bits))
@@ -104,7 +102,7 @@ _mulhi = gluon.jit(getattr(mulhi_u128_u64, "fn", mulhi_u128_u64))
 NOISES = {"off": 0, "exact": 1, "filtered": 2, "lse_proxy": 3, "lse_proxy_f64": 4, "lse_proxy_fixed": 5,
           "lse_proxy_design": 6, "tile_cdf": 7, "tile_cdf_no_draw": 8, "tile_cdf_no_bases": 9,
           **{f"filler_{kind}": 10 + i for i, kind in enumerate(FILLER_KINDS)},
-          "threefry_proxy": 10 + len(FILLER_KINDS), "exact_halves": 11 + len(FILLER_KINDS)}  # fmt: skip
+          "threefry_proxy": 10 + len(FILLER_KINDS)}  # fmt: skip
 NOISE_EXACT = gl.constexpr(NOISES["exact"])
 NOISE_FILTERED = gl.constexpr(NOISES["filtered"])
 NOISE_LSE_PROXY = gl.constexpr(NOISES["lse_proxy"])
@@ -117,7 +115,6 @@ NOISE_TILE_NO_BASES = gl.constexpr(NOISES["tile_cdf_no_bases"])
 NOISE_FILLER_FFMA = gl.constexpr(NOISES["filler_ffma"])
 NOISE_FILLER_HILO = gl.constexpr(NOISES["filler_hilo"])
 NOISE_THREEFRY_PROXY = gl.constexpr(NOISES["threefry_proxy"])
-NOISE_EXACT_HALVES = gl.constexpr(NOISES["exact_halves"])
 TILE_STREAM = gl.constexpr(STREAM_TILE)
 LOG2E = gl.constexpr(1.4426950408889634)
 #: The filter's margin: a row's approximate winner stands if every other token's approximate score is below
@@ -209,7 +206,7 @@ def _merge_chunk(z, c, pid_b, pid_v, B, V, col_offset, inv_temp_ptr, k0, k1, run
     r_even, r_odd = gl.split(gl.reshape(row_full, [BM, EV // 2, 2]))
     n_even, n_odd = gl.split(gl.reshape(noisy_full, [BM, EV // 2, 2]))
     tile_start = col_offset + pid_v * BN  # even: a pair never straddles two chunks
-    if NOISE == NOISE_EXACT or NOISE == NOISE_FILTERED or NOISE == NOISE_EXACT_HALVES:
+    if NOISE == NOISE_EXACT or NOISE == NOISE_FILTERED:
         pair = ((tile_start + p_even) // 2).to(gl.uint32)
         zero = pair * 0
         w0, w1, w2, w3 = _philox(pair, r_even.to(gl.uint32), zero, zero, k0, k1, N_ROUNDS)
@@ -267,16 +264,13 @@ def _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM: gl.constexpr, EV:
 
 @gluon.jit
 def _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
-                 THREEFRY: gl.constexpr = False, HALVES: gl.constexpr = False):  # fmt: skip
+                 THREEFRY: gl.constexpr = False):  # fmt: skip
     """The Philox words of chunk ``c``'s token pairs: ``(w0, w1)`` for the even token, ``(w2, w3)`` for the odd
-    (``THREEFRY``: the timing probe's Threefry-4x32 words instead, :func:`.probes.threefry_proxy`; ``HALVES``: the
-    same Philox words from products of 16-bit halves, :func:`flashsampling.noise.philox4x32_by_halves`)."""
+    (``THREEFRY``: the timing probe's Threefry-4x32 words instead, :func:`.probes.threefry_proxy`)."""
     pair = ((tile_start + c * EV) // 2 + (pos_even >> 1)).to(gl.uint32)
     zero = pair * 0
     if THREEFRY:
         return threefry_proxy(pair, rows_u, zero, zero, k0, k1, N_ROUNDS)
-    if HALVES:
-        return _philox_halves(pair, rows_u, zero, zero, k0, k1, N_ROUNDS)
     return _philox(pair, rows_u, zero, zero, k0, k1, N_ROUNDS)
 
 
@@ -307,9 +301,9 @@ def _scan_tile(stage, cl: gl.constexpr, c_end, tile_start, mult, noisy, rows_u, 
     for c in range(0, BN // EV):
         z_next = stage.index(gl.minimum(c + 1, BN // EV - 1)).load(cl)  # (the last iteration reloads its own)
         s_even, s_odd, bad = _chunk_base(z, c, c_end, mult, bad, pos_even, pos_odd, BM, EV, MASKED)
-        if NOISE == NOISE_EXACT or NOISE == NOISE_THREEFRY_PROXY or NOISE == NOISE_EXACT_HALVES:
+        if NOISE == NOISE_EXACT or NOISE == NOISE_THREEFRY_PROXY:
             w0, w1, w2, w3 = _chunk_words(c, tile_start, pos_even, rows_u, k0, k1, EV, N_ROUNDS,
-                                          NOISE == NOISE_THREEFRY_PROXY, NOISE == NOISE_EXACT_HALVES)  # fmt: skip
+                                          NOISE == NOISE_THREEFRY_PROXY)  # fmt: skip
             # noisy is 1.0 or 0.0 per row: the product is exact, so this is z / T - log(E) or z / T.
             s_even = s_even - _log(_exponential(w0, w1)) * noisy
             s_odd = s_odd - _log(_exponential(w2, w3)) * noisy
