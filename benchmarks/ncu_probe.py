@@ -7,6 +7,9 @@
 For the pipes that the noise keeps busy (the open question of NOTES session 8), compare
 ``--ws-tiles 64,256,64,4,32,2 --noise exact``, ``--noise filtered`` and ``--noise off`` under
 ``--metrics regex:sm__inst_executed_pipe_.*,regex:sm__pipe_.*_cycles_active.*``.
+
+``--cublas`` launches cuBLAS's ``h @ W.T`` (``--kernel-name regex:gemm|xmma|sm90``), ``--coop-stages 4 --mode bare``
+the cooperative probe (kernel ``cooperative_probe_kernel``): the shared-memory traffic of session 13.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import triton
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.pingpong_sweep import ws_tiles  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
+from flashsampling.kernels.cooperative import launch_cooperative_probe  # noqa: E402
 from flashsampling.kernels.fused import allocate_partials, choose_tiles, launch_fused_stage1  # noqa: E402
 from flashsampling.kernels.pingpong import MODES, launch_pingpong  # noqa: E402
 
@@ -42,6 +46,10 @@ def main() -> None:
                     help="with --ws-tiles: Philox rounds (an attribution experiment; the library runs 10)")  # fmt: skip
     ap.add_argument("--noise-mode", default=None,
                     help="with --ws-tiles: a pingpong.NOISES key; overrides --noise")  # fmt: skip
+    ap.add_argument("--cublas", action="store_true", help="launch cuBLAS's h @ W.T instead (its kernel for ncu)")
+    ap.add_argument("--coop-stages", type=int, default=0,
+                    help="launch the cooperative probe (kernels/cooperative.py: 128 x 256 tiles, this many ring "
+                    "stages) in --mode bare or register_argmax instead")  # fmt: skip
     ap.add_argument("--mode", default="sample", choices=sorted(MODES),
                     help="the Gluon kernel's timing modes (flashsampling.kernels.pingpong.MODES)")  # fmt: skip
     args = ap.parse_args()
@@ -56,7 +64,12 @@ def main() -> None:
     else:
         tiles = choose_tiles(h, w, 1)  # what sample() runs (the Gluon kernel above B=32 on sm_90)
     for _ in range(4):
-        if args.mode != "sample" or args.ws_tiles:
+        if args.cublas:
+            _ = h @ w.T
+        elif args.coop_stages:
+            parts = allocate_partials(args.B, 1, triton.cdiv(args.V, 256), h.device)
+            launch_cooperative_probe(h, w, inv, parts, ws_tiles(128, 256, 64, args.coop_stages, 32), mode=args.mode)
+        elif args.mode != "sample" or args.ws_tiles:
             parts = allocate_partials(args.B, 1, triton.cdiv(args.V, tiles.block_v), h.device)
             noise = args.noise or ("off" if args.no_noise else "exact")
             launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=args.philox_rounds,
