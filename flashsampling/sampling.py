@@ -54,7 +54,8 @@ def sample(
     hidden : torch.Tensor, shape (B, D), bf16/fp16/fp32
     weight : torch.Tensor, shape (V, D), same dtype and device as ``hidden``
     temperature : float or torch.Tensor of shape (B,)
-        ``0`` means greedy (argmax; exact ties broken at random).  Must be finite and ``>= 0``.
+        ``0`` means greedy (argmax; exact ties broken at random).  Must be finite and ``>= 0``.  A number
+        ``0`` skips the noise's work altogether (the same tokens as zeros in a tensor).
     seed : int in [0, 2**64) or None
     num_samples : int >= 1
         Independent samples per row.
@@ -81,10 +82,12 @@ def sample(
     check.check_counter("V", V)
     S = check.check_num_samples(num_samples)
     seed = check.check_seed(seed)
-    inv_temp, temp_flags, _ = check.inverse_temperature(temperature, B, device)
+    inv_temp, temp_flags, all_greedy = check.inverse_temperature(temperature, B, device)
     tiles = tiles or choose_tiles(hidden, weight, S)
     lo, hi = split_seed(seed)
-    parts = launch_fused_stage1(hidden, weight, inv_temp, lo, hi, S, tiles)
+    # A greedy row's score is z, noise or not (its noise is multiplied by 0): a scalar temperature of 0 skips the
+    # noise's work, with the same tokens (benchmarks/NOTES.md, session 13: a quarter of the time at B = 256).
+    parts = launch_fused_stage1(hidden, weight, inv_temp, lo, hi, S, tiles, noise=not all_greedy)
     tokens, flags = reduce_tiles(*parts[:4], V)
     if host_checks:
         _raise_on_flags(flags, temp_flags, "logits hidden @ weight.T", temperature)
@@ -129,10 +132,10 @@ def sample_from_logits(
     B, V = check.check_logits(logits)
     S = check.check_num_samples(num_samples)
     seed = check.check_seed(seed)
-    inv_temp, temp_flags, _ = check.inverse_temperature(temperature, B, logits.device)
+    inv_temp, temp_flags, all_greedy = check.inverse_temperature(temperature, B, logits.device)
     bb, bv = logits_tiles(B, V, block_b, block_v)
     lo, hi = split_seed(seed)
-    parts = launch_logits_stage1(logits, inv_temp, lo, hi, S, bb, bv)
+    parts = launch_logits_stage1(logits, inv_temp, lo, hi, S, bb, bv, noise=not all_greedy)
     tokens, flags = reduce_tiles(*parts[:4], V)
     if host_checks:
         _raise_on_flags(flags, temp_flags, "logits", temperature)

@@ -390,7 +390,8 @@ def launch_fused_stage1(
 
     ``weight`` row ``v`` is global vocabulary index ``col_offset + v`` (a shard of a larger
     vocabulary).  Returns ``(part_max, part_key, part_idx, flags, lse)`` (see :func:`allocate_partials`).
-    ``n_rounds`` and ``noise=False`` exist for benchmarks that time the noise's parts; ``compiled``,
+    ``noise=False`` skips the noise (``sample`` with a temperature of 0: a greedy row's score is ``z`` either way);
+    ``n_rounds`` exists for benchmarks that time the noise's parts; ``compiled``,
     if given, receives the compiled kernel (registers, spills and shared memory for the reports).
     """
     B, D = hidden.shape
