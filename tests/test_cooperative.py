@@ -78,7 +78,7 @@ def test_cooperative_probe_rejects_what_it_does_not_run(kwargs, tiles, match):
     h = torch.zeros(4, 64, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=match):
         launch_cooperative_probe(h, h, torch.ones(4), None, tiles, **kwargs)
-    assert FILL_KINDS == ("ffma", "imad", "imul", "alu")
+    assert FILL_KINDS == ("ffma", "imad", "imul", "alu", "noise")
 
 
 @pytest.mark.skipif(not HOPPER, reason="needs an sm_90 GPU, compiled")

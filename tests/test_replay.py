@@ -135,20 +135,23 @@ def test_greedy_rows_and_mixed_temperature(device):
     assert len(torch.unique(tok[1])) > 1
 
 
-@pytest.mark.parametrize("num_samples", [1, 3])
-def test_scalar_zero_temperature_skips_the_noise_with_the_same_tokens(num_samples, device, monkeypatch):
+@pytest.mark.parametrize("num_samples,batch", [(1, 5), (3, 5), (1, 64)])
+def test_scalar_zero_temperature_skips_the_noise_with_the_same_tokens(num_samples, batch, device, monkeypatch):
     """``temperature=0`` (a number) launches stage 1 without the noise, and returns the tokens of the noisy launch
     whose rows are all greedy (a tensor of zeros): exact ties (the weight rows repeated 50 times) included, broken by
-    the tie-break keys per sample.  The same for ``sample_from_logits``."""
+    the tie-break keys per sample.  The same for ``sample_from_logits``.  (B = 64 in bf16 runs the Gluon kernel on
+    an H100/H200.)"""
     import flashsampling.sampling as sampling
 
     g = torch.Generator().manual_seed(5)
-    h = torch.randn(5, 64, generator=g).to(device)
-    w = torch.randn(4, 64, generator=g).repeat(50, 1).to(device)
-    zeros = torch.zeros(5, device=device)
+    dtype = torch.bfloat16 if batch == 64 else torch.float32
+    h = torch.randn(batch, 64, generator=g).to(device, dtype)
+    w = torch.randn(4, 64, generator=g).repeat(50, 1).to(device, dtype)
+    zeros = torch.zeros(batch, device=device)
+    z = h.float() @ w.float().T
     for launcher, call in [
         ("launch_fused_stage1", lambda t: flashsampling.sample(h, w, temperature=t, seed=9, num_samples=num_samples)),
-        ("launch_logits_stage1", lambda t: flashsampling.sample_from_logits(h @ w.T, temperature=t, seed=9,
+        ("launch_logits_stage1", lambda t: flashsampling.sample_from_logits(z, temperature=t, seed=9,
                                                                               num_samples=num_samples)),
     ]:  # fmt: skip
         real = getattr(sampling, launcher)
@@ -159,7 +162,7 @@ def test_scalar_zero_temperature_skips_the_noise_with_the_same_tokens(num_sample
         fast, slow = call(0.0), call(zeros)
         assert seen == [False, True]
         assert torch.equal(fast, slow)
-        top = (h @ w.T).argmax(dim=1) % 4  # the tied copies of the best weight row
+        top = z.argmax(dim=1) % 4  # the tied copies of the best weight row
         assert torch.equal(fast % 4, top[:, None].expand_as(fast))
         if num_samples > 1:
             assert len(torch.unique(fast)) > 5  # ties broken at random, per row and sample

@@ -26,7 +26,10 @@ from .launch import direct
 from .pingpong import (
     MODES,
     _bare_epilogue,
+    _exponential,
     _load_partition,
+    _log,
+    _philox,
     _register_argmax_epilogue,
     compile_sm90,
     default_consumer_registers,
@@ -38,10 +41,25 @@ from .pingpong import (
 COOPERATIVE_MODES = ("bare", "register_argmax")
 _BARE = gl.constexpr(MODES["bare"])
 #: The kinds of work that the K loop can carry beside its MMAs (:func:`_fill`).
-FILL_KINDS = ("ffma", "imad", "imul", "alu")
+FILL_KINDS = ("ffma", "imad", "imul", "alu", "noise")
 _FFMA = gl.constexpr(FILL_KINDS.index("ffma"))
 _IMAD = gl.constexpr(FILL_KINDS.index("imad"))
 _IMUL = gl.constexpr(FILL_KINDS.index("imul"))
+_NOISE = gl.constexpr(FILL_KINDS.index("noise"))
+
+
+@gluon.jit
+def _fill_noise(ctr, row, best, STEPS: gl.constexpr):
+    """``STEPS`` token pairs' exact noise per thread, as the sampler's fast pass computes it (a Philox-10 block per
+    pair, two exponentials and logs) on the scores ``ctr / 2**20``, into a running maximum: the fast pass's work
+    without its chunk loads and tie bits."""
+    for _ in gl.static_range(STEPS):
+        zero = ctr * 0
+        w0, w1, w2, w3 = _philox(ctr, row, zero, zero, zero + 0x243F6A88, zero + 0x85A308D3, 10)
+        base = ctr.to(gl.float32) * 9.5367431640625e-07
+        best = gl.maximum(best, gl.maximum(base - _log(_exponential(w0, w1)), base - _log(_exponential(w2, w3))))
+        ctr = ctr + 1
+    return ctr, best
 
 
 @gluon.jit
@@ -49,7 +67,7 @@ def _fill(u, x, STEPS: gl.constexpr, KIND: gl.constexpr):
     """``STEPS`` dependent steps of one kind of work, carried from K step to K step (so none can leave the loop):
     ``FFMA`` on the float ``x`` (``x = x * a + b``); on the uint32 ``u``, Philox's 64-bit product
     (``u = hi(u * M) ^ lo(u * M)``, ``IMAD.WIDE.U32`` + ``LOP3``), a 32-bit product (``u = lo(u * M) ^ (u >> 7)``)
-    or a rotate-XOR (``u = rotl(u, 5) ^ 0x9E3779B9``)."""
+    or a rotate-XOR (``u = rotl(u, 5) ^ 0x9E3779B9``).  (``noise``: :func:`_fill_noise`.)"""
     for _ in gl.static_range(STEPS):
         if KIND == _FFMA:
             x = x * 0.99999994 + 1.0e-30
@@ -86,6 +104,9 @@ def _half_consumer(args, HALF_INDEX: gl.constexpr, BM: gl.constexpr, BN: gl.cons
     lane = lane + gl.arange(0, 2, layout=gl.SliceLayout(0, fill))[None, :]
     fill_u = (lane + program * 256 + HALF_INDEX + 1).to(gl.uint32)  # distinct per thread: not uniform
     fill_x = fill_u.to(gl.float32)
+    # The noise filler: one pair counter and one running maximum per thread.
+    nz_ctr, nz_row = gl.split(fill_u)
+    nz_best = nz_ctr.to(gl.float32) * 0.0 - 1.0e30
     it = 0
     for tile in range(program, num_tiles, NUM_PROGRAMS):
         pid_b = tile % num_b_tiles
@@ -97,7 +118,10 @@ def _half_consumer(args, HALF_INDEX: gl.constexpr, BM: gl.constexpr, BN: gl.cons
             a = a_bufs.index(s).slice(HALF_INDEX * HALF, HALF)
             acc = warpgroup_mma(a, b_bufs.index(s).permute((1, 0)), acc, is_async=True)
             if FILL_STEPS > 0:
-                fill_u, fill_x = _fill(fill_u, fill_x, FILL_STEPS, FILL_KIND)
+                if FILL_KIND == _NOISE:
+                    nz_ctr, nz_best = _fill_noise(nz_ctr, nz_row, nz_best, FILL_STEPS)
+                else:
+                    fill_u, fill_x = _fill(fill_u, fill_x, FILL_STEPS, FILL_KIND)
             # At most one MMA in flight: the previous K block's slot is released (by this group).
             acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ki > 0)
@@ -112,6 +136,8 @@ def _half_consumer(args, HALF_INDEX: gl.constexpr, BM: gl.constexpr, BN: gl.cons
                                       HALF, BN)  # fmt: skip
     if FILL_STEPS > 0:
         folded = fill_u.to(gl.int64) + fill_x.to(gl.int64)
+        if FILL_KIND == _NOISE:
+            folded = folded + gl.join(nz_best, nz_best).to(gl.int64)
         gl.store(part_key_ptr + program * 256 + lane, folded, mask=lane + program * 256 < B * num_v_tiles)
 
 
