@@ -6,7 +6,8 @@ every K block of ``W`` that TMA writes into shared memory feeds one warp group's
 and TMA has written the same 10 KB there: 160 bytes per cycle against the 128 that an SM's shared memory
 serves, a ceiling of 80% on the tensor pipe (ncu measured 83% for the ``bare`` mode at B = 256).  ``128 x 128``
 tiles per group have the same 160.  Here two warp groups take the two 64-row halves of one ``128 x BN`` tile
-and read the same ``W`` slot: 48 KB written per 256 tensor cycles plus 80 KB read, 125 bytes per cycle.
+and read the same ``W`` slot: per step of both groups (256 tensor cycles) 12 KB written and 20 KB read, 128 bytes
+per cycle.
 
 The price is the ping-pong: both groups finish a tile together, so nothing hides their epilogues.  This probe
 has only the cheap epilogues of :mod:`.pingpong`'s timing modes (``bare``: each row's maximum logit;
@@ -14,6 +15,10 @@ has only the cheap epilogues of :mod:`.pingpong`'s timing modes (``bare``: each 
 measure the pipeline's ceiling, not a sampler's time.  Each half's accumulator is the MMAs of
 :mod:`.pingpong`'s ``64 x BN`` tile in the same order, so ``register_argmax`` gives the same ``(max, column)``
 bit for bit (``benchmarks/coop_probe.py`` checks it on the H200).
+
+Measured on the H200 at B = 256: the tensor pipe 97% busy (83% in the ping-pong kernel) and ``bare`` at cuBLAS's
+time on three shapes; with the exact noise's work issued in its K loop (``FILL_KINDS``: ``noise``), no cheaper than
+the ping-pong kernel's noise by more than about 6% (benchmarks/NOTES.md, session 13).
 """
 
 from __future__ import annotations
