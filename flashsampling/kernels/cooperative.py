@@ -94,8 +94,9 @@ def _half_consumer(args, HALF_INDEX: gl.constexpr, BM: gl.constexpr, BN: gl.cons
     program, from the same ring slots as the other group (each slot is released by both groups' arrivals).
 
     With ``FILL_STEPS > 0``, every K step also runs :func:`_fill` (``FILL_STEPS`` steps of kind
-    ``FILL_KINDS[FILL_KIND]``) on two values per thread while its MMA is in flight: what such instructions cost
-    when the MMA warps themselves issue them (the result goes to ``part_key``, so none is dead code)."""
+    ``FILL_KINDS[FILL_KIND]``) on two values per thread, or :func:`_fill_noise` (``FILL_STEPS`` token pairs per
+    thread), while its MMA is in flight: what such instructions cost when the MMA warps themselves issue them (the
+    result goes to ``part_key``, so none is dead code)."""
     (a_bufs, b_bufs, ready, empty, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, B, V, D) = args
     HALF: gl.constexpr = BM // 2
     program = gl.program_id(0)
