@@ -13,12 +13,15 @@ ncu --query-metrics >"$out/ncu_metrics.txt" 2>&1
 metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
 metrics=$metrics,sm__cycles_elapsed.avg.per_second,dram__bytes_read.sum.per_second
 base=$metrics
-# Shared memory: the data banks' reads and writes (wgmma operands, TMA fills, ld/st.shared), where ncu has them.
-for m in $(grep -oE '^(l1tex__data_bank_(reads|writes)|l1tex__data_pipe_lsu_wavefronts_mem_shared|l1tex__throughput|sm__memory_throughput)\b' "$out/ncu_metrics.txt" | sort -u); do
+# Shared memory, where ncu has the metrics: the data banks' reads and writes (wgmma operands, TMA fills,
+# ld/st.shared) as counts and percentages of peak; the L1 and SM memory throughputs as percentages only.
+names() { grep -oE "^($1)\b" "$out/ncu_metrics.txt" | sort -u; }
+for m in $(names 'l1tex__data_bank_(reads|writes)|l1tex__data_pipe_lsu_wavefronts_mem_shared'); do
     metrics=$metrics,$m.sum,$m.avg.pct_of_peak_sustained_elapsed
 done
-metrics=${metrics//l1tex__throughput.sum,/}
-metrics=${metrics//sm__memory_throughput.sum,/}
+for m in $(names 'l1tex__throughput|sm__memory_throughput'); do
+    metrics=$metrics,$m.avg.pct_of_peak_sustained_elapsed
+done
 echo "$metrics" >"$out/ncu_metric_list.txt"
 profile() {  # name kernel-regex probe-args...
     local name=$1 kernel=$2

@@ -67,8 +67,9 @@ def main() -> None:
         if args.cublas:
             _ = h @ w.T
         elif args.coop_stages:
-            parts = allocate_partials(args.B, 1, triton.cdiv(args.V, 256), h.device)
-            launch_cooperative_probe(h, w, inv, parts, ws_tiles(128, 256, 64, args.coop_stages, 32), mode=args.mode)
+            coop = ws_tiles(128, 256, 64, args.coop_stages, 32)
+            parts = allocate_partials(args.B, 1, triton.cdiv(args.V, coop.block_v), h.device)
+            launch_cooperative_probe(h, w, inv, parts, coop, mode=args.mode)
         elif args.mode != "sample" or args.ws_tiles:
             parts = allocate_partials(args.B, 1, triton.cdiv(args.V, tiles.block_v), h.device)
             noise = args.noise or ("off" if args.no_noise else "exact")
