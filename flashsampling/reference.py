@@ -12,6 +12,12 @@ values, converted to float64 without rounding).  For :func:`flashsampling.sample
 temperature 0 means the point mass on the argmax (ties shared uniformly).  The kernel computes
 ``z`` in float32 (``fp32_logit_error_bound`` bounds the difference); the proofs in
 ``proofs/finite_precision.md`` bound what that and the noise's float32 arithmetic change.
+
+Truncated and speculative targets
+---------------------------------
+The laws of top-k, top-p and min-p sampling, their compositions in the orders serving stacks use, and
+the accept/reject step of speculative decoding live in :mod:`flashsampling.targets` (one module per
+family, with their own argument checks); ``docs/targets.md`` gives their definitions and conventions.
 """
 
 from __future__ import annotations
