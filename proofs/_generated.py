@@ -243,14 +243,15 @@ def render_top_readme(res: dict) -> dict[str, str]:
         mant, exp = f"{x:.1e}".split("e")
         return f"{mant}e{int(exp)}"
 
-    text = (f"* finite precision (`proofs/finite_precision.md`, numbers from `proofs/results/`): the 64-bit noise grid "
-            f"costs TV <= V/2^64 for any logits;\n  with float32 scores and the tie key, {short(comb[7]['total'])} "
-            "while "
-            "|max z/T| <= 64 (growing with the float32 spacing at the top\n  score, above 1e-2 from 2^20); the "
-            "float32 "
-            f"noise arithmetic {short(fn['first_order']['tv'])} to first order (computed over all 2^64 grid points);\n"
-            f"  the grouped/online/TP variants' float32 log-masses ~{short(sl['logmass']['tv'])} and online coin "
-            f"<= {short(sl['coin']['max_abs'])} per merge; fp32 logits ~1e-7.")  # fmt: skip
+    kb = sl["kolmogorov"]
+    text = (f"* finite precision (`proofs/finite_precision.md`; numbers from `proofs/results/`): in the model of\n"
+            "  independent Philox blocks the 64-bit noise grid costs TV <= V/2^64 for any logits; with float32 "
+            "scores\n"
+            f"  and the tie key {short(comb[7]['total'])} while |max z/T| <= 64 (it grows with the float32 spacing at "
+            f"the top\n  score: above 1e-2 from 2^20); the float32 noise arithmetic {short(fn['first_order']['tv'])} "
+            f"to first order (over all 2^64 grid\n  points); the grouped, online and TP variants' float32 log-masses "
+            f"~{short(sl['logmass']['tv'])} (an example), the online coin\n  {short(sl['coin']['max_abs'])} per merge "
+            f"(largest exact count; <= {short(kb['D_E'])} proved); fp32 logits ~1e-7.")  # fmt: skip
     return {"finite-precision": text}
 
 
