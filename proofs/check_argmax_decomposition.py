@@ -7,8 +7,12 @@
 * ``first_seen_counterexample``: the rule "keep the first one seen on a tie" is not a function of
   the values, so two reduction orders give two tokens.
 * ``tie_break_law``: the exact chance of each of ``m`` tied tokens to win with keys uniform on
-  ``K`` values, and its distance to ``1/m`` (Proposition 3), also in closed form for the kernel's
-  keys ``w2 | 1``, uniform on the ``K = 2**31`` odd 32-bit numbers.
+  ``K`` values, and its distance to ``1/m`` (Proposition 3), also in closed form for the shipped
+  keys ``w0 | 1`` (uniform on the ``K = 2**31`` odd 32-bit numbers in the model of independent uniform blocks).
+* ``tie_keys_as_documented``: the twin's keys (``flashsampling.noise.tie_key_np``, which ``tests/test_noise.py``
+  binds to the kernel's ``tie_key``) equal the documented ``w0 | 1`` of the Philox block
+  ``(index, row, sample, STREAM_TIE)``, recomputed here with ``philox4x32_np``; with the planted key ``w2 | 1`` of the
+  token's own noise block ``(index >> 1, row, sample, STREAM_TOKEN)`` the check fails.
 * ``twin_tiles_equal_full``: the kernel's rule on the twin's real noise, tiled, equals the
   untiled rule (greedy rows with many ties included).
 * ``greedy_tie_uniformity``: at temperature 0 with equal logits, the twin picks each token with
@@ -32,14 +36,52 @@ from scipy import stats
 if __package__ in (None, ""):  # run as `python proofs/check_argmax_decomposition.py`: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flashsampling.noise import APPROX_GUMBEL_TOL  # noqa: E402
+from flashsampling import noise  # noqa: E402
+from flashsampling.noise import APPROX_GUMBEL_TOL, STREAM_TIE, STREAM_TOKEN, philox4x32_np, split_seed  # noqa: E402
 from flashsampling.reference import perturbed_scores_twin  # noqa: E402
 from flashsampling.twin import inverse_temperature32, sample_twin_many, select  # noqa: E402
 
 
-def kernel_key(w2: np.ndarray) -> np.ndarray:
-    """The key the kernel compares: the Philox word ``w2`` with its lowest bit set (uniform on the odd uint32)."""
-    return np.asarray(w2, dtype=np.uint32) | np.uint32(1)
+def odd_key(w: np.ndarray) -> np.ndarray:
+    """A key as the kernel compares it: a 32-bit word with its lowest bit set (the shipped key is ``w0 | 1`` of the
+    token's tie block, :func:`flashsampling.noise.tie_key_np`; 0 is left free to mean "no candidate")."""
+    return np.asarray(w, dtype=np.uint32) | np.uint32(1)
+
+
+def documented_tie_key(seed: int, row, index, sample) -> np.ndarray:
+    """The key argmax_decomposition.md states: ``w0 | 1`` of the Philox block ``(index, row, sample, STREAM_TIE)``."""
+    k0, k1 = split_seed(seed)
+    w0, _, _, _ = philox4x32_np(index, row, sample, STREAM_TIE, k0, k1)
+    return w0 | np.uint32(1)
+
+
+def token_block_key(seed: int, row, index, sample) -> np.ndarray:
+    """A planted defect: ``w2 | 1`` of the token's own noise block ``(index >> 1, row, sample, 0)`` (for an even token
+    that word is its odd neighbour's noise, so it is not independent of the scores)."""
+    k0, k1 = split_seed(seed)
+    _, _, w2, _ = philox4x32_np(np.asarray(index, dtype=np.uint32) >> np.uint32(1), row, sample, STREAM_TOKEN, k0, k1)
+    return w2 | np.uint32(1)
+
+
+def tie_keys_as_documented(v: int = 4096, rows: int = 3, samples: int = 3, seed: int = 77,
+                           planted: bool = False) -> int:  # fmt: skip
+    """Keys of the twin's scores (``flashsampling.reference.perturbed_scores_twin``, through ``flashsampling.noise``)
+    that differ from :func:`documented_tie_key` (expected 0).  ``planted``: ``noise.tie_key_np`` replaced by
+    :func:`token_block_key` while the check runs."""
+    z = np.zeros((rows, v), dtype=np.float32)
+    inv = np.ones(rows, dtype=np.float32)
+    saved = noise.tie_key_np
+    if planted:
+        noise.tie_key_np = token_block_key
+    try:
+        bad = 0
+        for s in range(samples):
+            _, keys = perturbed_scores_twin(z, inv, seed, np.arange(rows), s)
+            rr, ii = np.arange(rows, dtype=np.uint32)[:, None], np.arange(v, dtype=np.uint32)[None, :]
+            bad += int(np.count_nonzero(np.asarray(keys) != documented_tie_key(seed, rr, ii, s)))
+    finally:
+        noise.tie_key_np = saved
+    return bad
 
 
 def better(a: tuple, b: tuple) -> bool:
@@ -62,7 +104,7 @@ def winner(cands: list[tuple]) -> tuple:
 def reduce_groups(scores, keys, groups: list[np.ndarray], rng: np.random.Generator | None = None) -> int:
     """Winner of each group, then the winner of the winners (in a random binary tree if ``rng`` is given).
 
-    ``keys`` are the keys as compared (for the kernel's candidates, :func:`kernel_key` of ``w2``).
+    ``keys`` are the keys as compared (odd 32-bit words, :func:`odd_key`).
     """
     winners = [winner([(float(scores[i]), int(keys[i]), int(i)) for i in g]) for g in groups if len(g)]
     while len(winners) > 1:
@@ -94,12 +136,12 @@ def decomposition_trials(n_trials: int = 2000, seed: int = 1) -> tuple[int, int]
         values = np.array([-np.inf, -1.5, 0.0, 0.25, 1.0, 3.0], dtype=np.float32)
         scores = values[rng.integers(0, values.size, v)]
         w2 = rng.integers(0, 8 if rng.random() < 0.5 else 2**32, v, dtype=np.int64).astype(np.uint32)
-        keys = kernel_key(w2).astype(np.int64)  # a few values: key ties are common too
+        keys = odd_key(w2).astype(np.int64)  # a few values: key ties are common too (w2: any 32-bit word)
         truth = winner([(float(scores[i]), int(keys[i]), i) for i in range(v)])[2]
         ties += int((scores == scores.max()).sum() > 1)
         got = reduce_groups(scores, keys, random_partition(v, rng), rng if rng.random() < 0.5 else None)
         mismatches += int(got != truth)
-        # The twin's vectorized rule (larger w2 | 1 wins, then the first index) is the same order:
+        # The twin's vectorized rule (larger key | 1 wins, then the first index) is the same order:
         mismatches += int(select(scores[None, :], w2[None, :])[0] != truth)
     return mismatches, ties
 
@@ -133,7 +175,7 @@ def tie_break_law(m: int, k: int) -> list[Fraction]:
 def tie_break_deviation_closed_form(m: int, k_bits: int = 31) -> float:
     """``max_r |P(r wins) - 1/m|`` for keys uniform on ``2**k_bits`` values (the kernel's: 31), in closed form by sympy.
 
-    Only the order of the keys matters, so the odd numbers ``w2 | 1`` behave as ``{0, ..., 2**31 - 1}``.
+    Only the order of the keys matters, so the odd numbers ``w0 | 1`` behave as ``{0, ..., 2**31 - 1}``.
     """
     c, kk = sp.symbols("c K", integer=True, nonnegative=True)
     worst = sp.Integer(0)
@@ -164,7 +206,7 @@ def twin_tiles_equal_full(
         for tile in tiles:
             groups = [np.arange(a, min(v, a + tile)) for a in range(0, v, tile)]
             for r in range(rows):
-                bad += int(reduce_groups(scores[r], kernel_key(keys[r]).astype(np.int64), groups) != full[r])
+                bad += int(reduce_groups(scores[r], odd_key(keys[r]).astype(np.int64), groups) != full[r])
     return bad
 
 
@@ -349,45 +391,107 @@ def filter_handover_rate(
     return close / rows
 
 
-def main() -> int:
-    ok = True
+def collect() -> dict:
+    """The numbers argmax_decomposition.md quotes."""
     mism, ties = decomposition_trials()
-    ok &= mism == 0
-    print(f"random partitions and trees, 2000 trials ({ties} with a tie at the top): {mism} mismatches")
-    a, b = first_seen_counterexample()
-    ok &= a != b
-    print(f"'keep the first seen' on scores (1, 1, 0): left-to-right gives {a}, right-to-left gives {b}")
-    for m, k in ((2, 4), (3, 4), (2, 16)):
-        law = tie_break_law(m, k)
-        dev = max(abs(q - Fraction(1, m)) for q in law)
-        bound = Fraction(m * (m - 1), 2 * k)
-        ok &= dev <= bound
-        print(
-            f"m={m} tied, keys on {k} values: P = {[str(q) for q in law]}, max |P - 1/m| = {float(dev):.4f} "
-            f"<= m(m-1)/(2K) = {float(bound):.4f}"
-        )
-    for m in (2, 3, 4):
-        print(f"m={m} tied, kernel keys w2|1 (2^31 values): max |P - 1/m| = {tie_break_deviation_closed_form(m):.3e}")
-    bad = twin_tiles_equal_full()
-    ok &= bad == 0
-    print(f"twin scores, tiles (1, 7, 64, 128, 1000) vs untiled, greedy rows included: {bad} mismatches")
-    pv = greedy_tie_uniformity()
-    ok &= pv > 1e-3
-    print(f"greedy choice among 8 equal logits, 40000 samples: chi-square p = {pv:.3f}")
+    laws = {f"{m},{k}": [str(q) for q in tie_break_law(m, k)] for m, k in ((2, 4), (3, 4), (2, 16))}
     wrong, handed, kept = fast_pass_trials()
-    ok &= wrong == 0
-    print(f"fast pass, 3000 x 4 rows: {kept} kept, {handed} handed to the exact pass, {wrong} wrong")
-    wrong, handed, kept = filter_trials()
-    ok &= wrong == 0
-    print(f"approximate filter, 2000 x 4 rows, adversarial near-ties: {kept} kept, {handed} handed over, {wrong} wrong")
-    planted, _, _ = filter_trials(margin_abs=0.0)
-    ok &= planted > 0
-    print(f"  the same without the absolute margin (planted defect): {planted} wrong")
-    for t in (0.9, 100.0, None):
-        p = filter_handover_rate(t)
-        label = "greedy" if t is None else f"T={t}"
-        print(f"  rows handed to the exact pass, {label}: {p:.1e} per row, {1 - (1 - p) ** 64:.2%} of 64-row tiles")
-    return 0 if ok else 1
+    fwrong, fhanded, fkept = filter_trials()
+    return {
+        "decomposition": {"mismatches": mism, "ties": ties},
+        "first_seen": list(first_seen_counterexample()),
+        "tie_laws": laws,
+        "tie_deviation": {str(m): tie_break_deviation_closed_form(m) for m in (2, 3, 4)},
+        "tie_keys_wrong": tie_keys_as_documented(),
+        "tie_keys_wrong_planted": tie_keys_as_documented(planted=True),
+        "tiles_mismatches": twin_tiles_equal_full(),
+        "greedy_chi2_p": greedy_tie_uniformity(),
+        "fast_pass": {"wrong": wrong, "handed": handed, "kept": kept,
+                      "planted": {p: fast_pass_trials(planted=p)[0] for p in ("no-tie-bit", "no-nan-sum")}},
+        "filter": {"wrong": fwrong, "handed": fhanded, "kept": fkept, "planted": filter_trials(margin_abs=0.0)[0]},
+        "handover": {str(t): filter_handover_rate(t) for t in (0.9, 100.0, None)},
+    }  # fmt: skip
+
+
+def verdicts(res: dict) -> dict[str, bool]:
+    fp, fl = res["fast_pass"], res["filter"]
+    return {
+        "decomposition holds": res["decomposition"]["mismatches"] == 0,
+        "first-seen rule depends on the order": res["first_seen"][0] != res["first_seen"][1],
+        "tie laws within m(m-1)/(2K)": all(
+            max(abs(Fraction(q) - Fraction(1, int(mk.split(",")[0]))) for q in law)
+            <= Fraction(int(mk.split(",")[0]) * (int(mk.split(",")[0]) - 1), 2 * int(mk.split(",")[1]))
+            for mk, law in res["tie_laws"].items()),
+        "shipped keys are the documented ones": res["tie_keys_wrong"] == 0 and res["tie_keys_wrong_planted"] > 0,
+        "tiles = untiled": res["tiles_mismatches"] == 0,
+        "greedy ties uniform (p > 1e-3)": res["greedy_chi2_p"] > 1e-3,
+        "fast pass exact, planted defects caught": fp["wrong"] == 0 and all(v > 0 for v in fp["planted"].values()),
+        "filter exact, zero margin caught": fl["wrong"] == 0 and fl["planted"] > 0,
+    }  # fmt: skip
+
+
+def render(res: dict) -> dict[str, str]:
+    from proofs._generated import fmt_p, md_table, sci
+
+    d, fp, fl, ho = res["decomposition"], res["fast_pass"], res["filter"], res["handover"]
+    laws = "; ".join(f"$m={mk.split(',')[0]}, K={mk.split(',')[1]}$: $({', '.join(law)})$"
+                     for mk, law in res["tie_laws"].items())  # fmt: skip
+    dev = ", ".join(sci(res["tie_deviation"][m], 3) for m in ("2", "3", "4"))
+    rows = [
+        ("`decomposition_trials`: 2000 random rows (scores from 6 values including $-\\infty$, keys from 8 values or "
+         "32 bits), random tile or scattered partitions, random binary trees; also against `twin.select`",
+         f"{d['mismatches']} mismatches ({d['ties']} rows had a tie at the top)"),
+        ("`first_seen_counterexample`: scores $(1,1,0)$",
+         f"token {res['first_seen'][0]} left to right, token {res['first_seen'][1]} right to left"),
+        ("`tie_break_law(m, K)`: exact fractions (identity of Proposition 3's formula)", f"{laws}; within "
+                                                                                         "$m(m-1)/(2K)$"),
+        ("`tie_break_deviation_closed_form(m)`, keys uniform on $K = 2^{31}$ values (the shipped $w_0 \\mid 1$)",
+         f"${dev}$ for $m = 2, 3, 4$"),
+        ("`tie_keys_as_documented`: the twin's keys (`tie_key_np`) against $w_0 \\mid 1$ of block "
+         "$(i, \\text{row}, \\text{sample}, 3)$, 3 rows x 3 samples x 4096 tokens; planted: $w_2 \\mid 1$ of the "
+         "token's own noise block",
+         f"{res['tie_keys_wrong']} differ; planted: {res['tie_keys_wrong_planted']} of 36 864 differ"),
+        ("`twin_tiles_equal_full`: the twin's real scores and keys, tiles of 1, 7, 64, 128, 1000 tokens vs untiled, "
+         "greedy rows with many exact ties", f"{res['tiles_mismatches']} mismatches"),
+        ("`greedy_tie_uniformity`: 8 equal logits at $T = 0$, 40 000 samples, chi-square against uniform",
+         f"$p = {fmt_p(res['greedy_chi2_p'])}$"),
+        ("`fast_pass_trials` (Proposition 4): 12 000 rows, slot widths 2-16, scores from 6 values (ties) or normal, "
+         "masked columns, NaN / $\\pm\\infty$ planted in 20 % of trials; planted: the tie bits or the NaN sum removed",
+         f"{fp['wrong']} wrong; {fp['kept']} kept, {fp['handed']} handed to the exact pass; planted: "
+         f"{fp['planted']['no-tie-bit']} and {fp['planted']['no-nan-sum']} wrong"),
+        ("`filter_trials` (Proposition 5): 2000 x 4 rows, scales 1 to 1e5, adversarial near-ties (copies of the top "
+         "token whose noise log differs by up to 3 margins, approximation errors at $\\pm\\tau'$ against the truth); "
+         "planted: the absolute margin removed (`margin_abs=0`)",
+         f"{fl['wrong']} wrong; {fl['kept']} kept, {fl['handed']} handed to the exact pass; planted: {fl['planted']} "
+         "wrong"),
+        ("`filter_handover_rate`: 200 000 rows of 256 logits $N(0, 1.28^2)$",
+         f"rows handed over: ${sci(ho['0.9'])}$ ($T = 0.9$), ${sci(ho['100.0'])}$ ($T = 100$), "
+         f"${sci(ho['None'])}$ (greedy)"),
+    ]  # fmt: skip
+    return {"table": md_table(rows)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    res = collect()
+    d = res["decomposition"]
+    print(f"random partitions and trees, 2000 trials ({d['ties']} with a tie at the top): {d['mismatches']} mismatches")
+    print(f"'keep the first seen' on scores (1, 1, 0): orders give tokens {res['first_seen']}")
+    print(f"tie laws: {res['tie_laws']}; shipped keys (2^31 values): max |P - 1/m| = {res['tie_deviation']}")
+    print(f"tie keys vs documented w0|1 of (index, row, sample, STREAM_TIE): {res['tie_keys_wrong']} differ "
+          f"(planted token-block w2|1: {res['tie_keys_wrong_planted']} differ)")  # fmt: skip
+    print(f"twin scores, tiles vs untiled: {res['tiles_mismatches']} mismatches; greedy ties chi-square "
+          f"p = {res['greedy_chi2_p']:.3f}")  # fmt: skip
+    print(f"fast pass: {res['fast_pass']}; filter: {res['filter']}; handover rates: {res['handover']}")
+    if "--write" in argv:
+        from proofs import _generated as gen
+
+        gen.save("argmax_decomposition", res)
+        gen.write_blocks(gen.HERE / "argmax_decomposition.md", "check_argmax_decomposition.py",
+                         render(gen.roundtrip(res)))  # fmt: skip
+    v = verdicts(res)
+    print(v)
+    return 0 if all(v.values()) else 1
 
 
 if __name__ == "__main__":

@@ -154,6 +154,56 @@ def float32_rounding_budget(max_abs_score: float) -> float:
     return rounding_tv_bound(h)
 
 
+def rounded_grid_law(mu, bits: int, edges: np.ndarray, theta: float = 0.5) -> np.ndarray:
+    """Exact law of the token when the noise comes from the ``bits``-bit grid (``u_k = (k + theta) / 2**bits``) and the
+    scores ``mu_i + G(u_k)`` are rounded to the buckets between ``edges`` (ties uniform): every combination of grid
+    points enumerated (a few tokens, ``bits <= 7``)."""
+    mu = np.asarray(mu, dtype=np.float64)
+    m = 1 << bits
+    with np.errstate(divide="ignore"):
+        g = -np.log(-np.log((np.arange(m) + theta) / m))
+    b = np.searchsorted(np.asarray(edges, dtype=np.float64), mu[:, None] + g[None, :], side="right")  # (V, M)
+    v = mu.size
+    grids = np.meshgrid(*[b[i] for i in range(v)], indexing="ij")  # each (M,) * V
+    stack = np.stack([x.ravel() for x in grids])  # (V, M**V)
+    top = stack.max(axis=0)
+    hit = stack == top
+    return (hit / hit.sum(axis=0)).sum(axis=1) / stack.shape[1]
+
+
+def hybrid_rounding_trials(cases=((0.0, -1.0), (0.0, -0.3, -2.0), (0.0, 0.0, -1.1)), bits: int = 6,
+                           hs=(2.0**-2, 2.0**-4), theta: float = 0.5) -> list[dict]:
+    """Theorem 2b with rounding, and Theorem 7's two terms, on exact laws: for uniform buckets of width ``h`` (offset
+    irrational), ``TV(rounded grid, rounded continuous) <= 2 max(theta, 1 - theta) V / M`` and
+    ``TV(rounded grid, softmax) <= V / M + (5.1)``."""
+    out = []
+    for mu in cases:
+        for h in hs:
+            edges = uniform_edges(h, min(mu) - 8.0, max(mu) + 42.0, h * (math.sqrt(2) - 1))
+            grid = rounded_grid_law(mu, bits, edges, theta)
+            cont = rounding_law(mu, edges)
+            p = softmax(np.asarray(mu))
+            v = len(mu)
+            out.append({"logits": list(mu), "h": h, "bits": bits,
+                        "tv_grid_cont": 0.5 * float(np.abs(grid - cont).sum()),
+                        "bound_grid_cont": 2 * max(theta, 1 - theta) * v / 2**bits,
+                        "tv_grid_softmax": 0.5 * float(np.abs(grid - p).sum()),
+                        "bound_combined": v / 2**bits + rounding_tv_bound(h)})  # fmt: skip
+    return out
+
+
+#: Magnitudes of the top scaled logit in the table of Theorem 7: ``|max mu| <= 2**a - 64``.
+COMBINED_A = (7, 8, 10, 12, 16, 20, 21)
+
+
+def combined_bound(a: int, num_finite: int = 1 << 18) -> dict:
+    """Theorem 7 of finite_precision.md: for ``|max_i mu_i| <= 2**a - 64`` and ``V'`` finite logits,
+    ``TV <= V' / 2**64 + (5.1)(h) + 2**-32 h + 2**-60`` with ``h = 2**(a - 24)``; its terms."""
+    h = 2.0 ** (a - 24)
+    terms = {"grid": num_finite / 2.0**64, "rounding": rounding_tv_bound(h), "keys": 2.0**-32 * h, "tails": 2.0**-60}
+    return {"a": a, "h": h, **terms, "total": sum(terms.values())}
+
+
 # ----------------------------------------------------------------------------------------------
 # Lemma 5: a perturbation of the logits
 # ----------------------------------------------------------------------------------------------
@@ -270,39 +320,105 @@ def temperature_scaling(
     return out
 
 
-def main() -> int:
-    ok = True
-    print("== Theorem 4: rounding to a common grid, ties uniform ==")
-    for mu, r in rounding_scan():
-        ok &= r.tv <= r.bound
-        print(f"logits={mu}: h=2^{math.log2(r.h):+.0f}: TV={r.tv:.3e}  TV/h^2={r.ratio:.4f}  bound={r.bound:.3e}")
-    for p in (10, 12, 14):
-        r = rounding_tv((0.0, -0.7, -3.0), 0.0, grid="float", p=p)
-        ok &= r.tv <= r.bound
-        print(f"{p}-bit float grid (widest bucket h=2^{math.log2(r.h):.0f}): TV={r.tv:.3e}  bound={r.bound:.3e}")
-    for m in (2.0**7, 2.0**8, 2.0**9, 2.0**10):
-        print(f"float32 scores with |top score| < {m:g}: rounding TV <= {float32_rounding_budget(m):.2e}")
-    print("== Lemma 5: logit perturbations ==")
+def collect() -> dict:
+    """The numbers of finite_precision.md, sections 5, 7 and Theorem 7."""
+    scan = rounding_scan()
+    floats = {str(p): rounding_tv((0.0, -0.7, -3.0), 0.0, grid="float", p=p) for p in (10, 12, 14)}
     worst, extremal = perturbation_trials()
-    ok &= worst <= 1.0 + 1e-12 and abs(extremal - 1.0) < 1e-9
-    print(f"TV / tanh(range/4): at most {worst:.4f} over 2000 random rows; {extremal:.9f} in the equality cases")
-    print("== fp32 accumulation of bf16 inputs ==")
-    for t in (1.0, 0.7):
-        r = fp32_logits(temperature=t)
-        ok &= r.max_err_over_bound <= 1.0 and r.max_logp_err <= r.logp_bound and r.tv <= r.tv_bound
-        print(
-            f"D={r.d} T={t}: max|z32-z64|={r.max_err:.2e} (bound {r.max_bound:.2e}, worst ratio "
-            f"{r.max_err_over_bound:.2e}); max|dlog p|={r.max_logp_err:.2e} <= {r.logp_bound:.2e}; "
-            f"TV={r.tv:.2e} <= {r.tv_bound:.2e}"
-        )
-    print("== float32 temperature scaling ==")
-    for r in temperature_scaling():
-        ok &= r.max_rel_err <= r.rel_bound and r.tv <= r.tv_bound
-        print(
-            f"T={r.temperature}: |T fl(1/T) - 1|={r.common_factor_err:.2e}; max rel err of z*fl(1/T) "
-            f"{r.max_rel_err:.2e} (<= {r.rel_bound:.2e}); TV={r.tv:.2e} (Lemma 5 bound {r.tv_bound:.2e})"
-        )
-    return 0 if ok else 1
+    fp = {str(t): fp32_logits(temperature=t) for t in (1.0, 0.7)}
+    return {
+        "rounding": [{"logits": list(mu), "h": r.h, "tv": r.tv, "ratio": r.ratio, "bound": r.bound} for mu, r in scan],
+        "float_grids": {p: {"h": r.h, "tv": r.tv, "bound": r.bound} for p, r in floats.items()},
+        "hybrid": hybrid_rounding_trials(),
+        "combined": [combined_bound(a) for a in COMBINED_A],
+        "lemma5": {"worst_ratio": worst, "extremal": extremal},
+        "fp32_logits": {t: {"d": r.d, "max_err": r.max_err, "max_bound": r.max_bound, "ratio": r.max_err_over_bound,
+                            "max_logp_err": r.max_logp_err, "logp_bound": r.logp_bound, "tv": r.tv,
+                            "tv_bound": r.tv_bound} for t, r in fp.items()},
+        "temperature": [{"t": r.temperature, "common": r.common_factor_err, "max_rel_err": r.max_rel_err,
+                         "rel_bound": r.rel_bound, "tv": r.tv, "tv_bound": r.tv_bound} for r in temperature_scaling()],
+    }  # fmt: skip
+
+
+def verdicts(res: dict) -> dict[str, bool]:
+    return {
+        "Theorem 4 on every grid": all(r["tv"] <= r["bound"] for r in res["rounding"])
+        and all(r["tv"] <= r["bound"] for r in res["float_grids"].values()),
+        "Theorem 2b with rounding, Theorem 7": all(
+            r["tv_grid_cont"] <= r["bound_grid_cont"] and r["tv_grid_softmax"] <= r["bound_combined"]
+            for r in res["hybrid"]),
+        "Lemma 5": res["lemma5"]["worst_ratio"] <= 1.0 + 1e-12 and abs(res["lemma5"]["extremal"] - 1.0) < 1e-9,
+        "fp32 logits within bounds": all(r["ratio"] <= 1.0 and r["max_logp_err"] <= r["logp_bound"]
+                                         and r["tv"] <= r["tv_bound"] for r in res["fp32_logits"].values()),
+        "temperature within bounds": all(r["max_rel_err"] <= r["rel_bound"] and r["tv"] <= r["tv_bound"]
+                                         for r in res["temperature"]),
+    }  # fmt: skip
+
+
+def render(res: dict) -> dict[str, str]:
+    from proofs._generated import md_table, sci
+
+    ratios = {}
+    for r in res["rounding"]:
+        ratios.setdefault(tuple(r["logits"]), []).append(r["ratio"])
+    def span(v):
+        lo, hi = f"{min(v):.4f}", f"{max(v):.4f}"
+        return lo if lo == hi else f"{lo}-{hi}"
+
+    t_round = md_table([["$(" + ", ".join(f"{x:g}" for x in k) + ")$", span(v)] for k, v in ratios.items()],
+                       header=["logits", "TV / $h^2$, every $h = 2^{-4}, 2^{-6}, 2^{-8}, 2^{-10}$"])
+    hy = res["hybrid"]
+    t_hybrid = md_table([["$(" + ", ".join(f"{x:g}" for x in r["logits"]) + ")$", f"$2^{{{int(math.log2(r['h']))}}}$",
+                          f"${sci(r['tv_grid_cont'])} \\le {sci(r['bound_grid_cont'])}$",
+                          f"${sci(r['tv_grid_softmax'])} \\le {sci(r['bound_combined'])}$"] for r in hy],
+                        header=["logits", "bucket $h$", "TV(rounded grid, rounded continuous) $\\le V'/M$",
+                                "TV(rounded grid, softmax) $\\le V'/M$ + (5.1)"])
+    t_comb = md_table([[f"$2^{{{c['a']}}} - 64$", f"$2^{{{c['a'] - 24}}}$", f"${sci(c['rounding'])}$",
+                        f"${sci(c['total'])}$"] for c in res["combined"]],
+                      header=["$\\lvert\\max_i \\mu_i\\rvert \\le$", "$h$", "rounding term (5.1)",
+                              "Theorem 7, $V' = 2^{18}$"])
+    fp, tm = res["fp32_logits"], res["temperature"]
+    t_logits = md_table([
+        [f"fp32 accumulation, bf16 inputs, $D = {fp['1.0']['d']}$, $T = 1$",
+         f"$\\max\\lvert\\Delta z\\rvert = {sci(fp['1.0']['max_err'])}$ (bound ${sci(fp['1.0']['max_bound'])}$); "
+         f"$\\max\\lvert\\Delta\\log p\\rvert = {sci(fp['1.0']['max_logp_err'])}$; TV ${sci(fp['1.0']['tv'])}$"],
+        ["the same at $T = 0.7$", f"TV ${sci(fp['0.7']['tv'])}$"],
+        ["float32 $z\\cdot\\mathrm{fl}(1/T)$, $z \\sim N(0, 4^2)$, $V = 32000$",
+         ", ".join(f"TV ${sci(r['tv'])}$ at $T = {r['t']:g}$" for r in tm)],
+        ["Lemma 5 on 2000 random rows", f"TV / $\\tanh(\\text{{range}}/4) \\le {res['lemma5']['worst_ratio']:.4f}$; "
+         f"{res['lemma5']['extremal']:.9f} in the equality cases"],
+    ])  # fmt: skip
+    c = {x["a"]: x for x in res["combined"]}
+    headline = (f"${sci(c[7]['total'])}$ in all while $\\lvert\\max\\mu\\rvert \\le 64$, ${sci(c[10]['total'])}$ "
+                f"up to $2^{{10}}$, ${sci(c[20]['total'])}$ up to $2^{{20}}$, and ${sci(c[21]['total'])}$ once the top "
+                "score reaches $2^{20}$ (spacing $2^{-3}$).")
+    return {"rounding": t_round, "hybrid": t_hybrid, "combined": t_comb, "logits": t_logits, "headline": headline}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    res = collect()
+    for r in res["rounding"]:
+        print(f"logits={r['logits']}: h=2^{math.log2(r['h']):+.0f}: TV={r['tv']:.3e} TV/h^2={r['ratio']:.4f} "
+              f"bound={r['bound']:.3e}")  # fmt: skip
+    for p, r in res["float_grids"].items():
+        print(f"{p}-bit float grid (widest bucket h=2^{math.log2(r['h']):.0f}): TV={r['tv']:.3e} "
+              f"bound={r['bound']:.3e}")
+    for r in res["hybrid"]:
+        print(f"Theorem 2b with rounding: {r}")
+    for c in res["combined"]:
+        print(f"Theorem 7, |max mu| <= 2^{c['a']} - 64: {c}")
+    print("Lemma 5:", res["lemma5"])
+    print("fp32 logits:", res["fp32_logits"])
+    print("temperature:", res["temperature"])
+    if "--write" in argv:
+        from proofs import _generated as gen
+
+        gen.save("float32_scores", res)
+        gen.write_blocks(gen.HERE / "finite_precision.md", "check_float32_scores.py", render(gen.roundtrip(res)))
+    v = verdicts(res)
+    print(v)
+    return 0 if all(v.values()) else 1
 
 
 if __name__ == "__main__":

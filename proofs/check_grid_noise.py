@@ -162,6 +162,11 @@ def grid_tv_bound(num_finite: int, bits: int) -> float:
     return 4.0 * num_finite / 2.0**bits
 
 
+def hybrid_tv_bound(num_finite: int, bits: int, theta: float = 0.5) -> float:
+    """Theorem 2b of finite_precision.md: ``TV <= 2 max(theta, 1 - theta) V / M`` (``V / M`` for our offset 1/2)."""
+    return 2.0 * max(theta, 1.0 - theta) * num_finite / 2.0**bits
+
+
 @dataclass
 class BitsScan:
     """Exact TV of a small logit vector for grids of ``bits`` bits, against the bound."""
@@ -396,40 +401,121 @@ def cross_check_two_level(bits_list=(4, 6, 8, 10), thetas=(0.5, 0.0)) -> float:
     return worst
 
 
-def main() -> int:
-    print("== exact law over a b-bit grid (our construction, theta = 1/2) ==")
-    for logits in ((0.0, -1.0, -3.0), (0.0, -0.5, -2.0, -6.0, -9.0), (0.0, 0.0, -4.0)):
-        scan = bits_scan(logits)
-        print(scan)
-        assert all(t <= c for t, c in zip(scan.tv, scan.bound)), "Theorem 2 bound violated"
+def _grid_range(bits: int) -> list[float]:
+    """``[G_min, G_max, G_max - G_min]`` of the ``bits``-bit midpoint grid (exact to float64)."""
+    m = 2.0**bits
+    lo, hi = -math.log(-math.log(0.5 / m)), -math.log(-math.log(1 - 0.5 / m))
+    return [lo, hi, hi - lo]
+
+
+BITS_LOGITS = ((0.0, -1.0, -3.0), (0.0, -0.5, -2.0, -6.0, -9.0), (0.0, 0.0, -4.0))
+
+
+def collect() -> dict:
+    """The numbers of finite_precision.md, sections 2-4."""
+    scans = {str(lg): bits_scan(lg) for lg in BITS_LOGITS}
+    theta0 = {str(lg): bits_scan(lg, theta=0.0) for lg in BITS_LOGITS}
     logits = (0.0, -0.5, -2.0, -6.0, -9.0)
-    for b in (4, 8):
-        cap = -math.log(-math.log(1 - 0.5 / 2**b)) + math.log(-math.log(0.5 / 2**b))
-        print(
-            f"{b} bits (never-win gap {cap:.2f} nats), logits {logits}: P_grid - p = "
-            f"{np.array2string(token_deviations(logits, b), precision=2)}"
-        )
-    print(f"two-level fast formula vs exact enumeration: max |diff| = {cross_check_two_level():.2e}")
-    print("== our 64-bit generator, two-level logits, gap in [36, 50] ==")
-    for nt, (tv, gap, bound, err) in grid_tv_scan().items():
-        print(
-            f"n_tail={nt:7d}: max TV = {tv:.3e} at gap {gap:.2f}; bound 4V/2^64 = {bound:.3e}; "
-            f"computation error <= {err:.1e}"
-        )
-        assert tv <= bound
-    for r in gap_profile():
-        print(
-            f"  n_tail=2^18 gap={r.gap:4.1f}: tail mass {r.grid:.4e} vs softmax {r.softmax:.4e}: TV {r.tv:.2e} "
-            f"= {r.tv / ((r.n_tail + 1) / 2.0**64):.3f} V/2^64 ({r.terms} terms)"
-        )
-    print("== noise caps ==")
-    for cap in generator_caps():
-        print(cap)
-    for n_tail, gap in ((1 << 17, 20.0), (1 << 17, 25.0), (1 << 17, 40.0)):
-        for name, r in starved_mass(n_tail, gap).items():
-            how = "exact" if r.terms >= 0 else f"within {r.error_bound:.1e} (Theorem 2)"
-            print(f"n_tail=2^17 gap={gap}: {name:7s} tail mass {r.grid:.4e} ({how}) vs softmax {r.softmax:.4e}")
-    return 0
+    return {
+        "bits_scan": {k: {"bits": v.bits, "tv": v.tv, "slope": v.slope,
+                          "finite": int(np.isfinite(v.logits).sum())} for k, v in scans.items()},
+        "bits_scan_theta0": {k: {"bits": v.bits, "tv": v.tv, "finite": int(np.isfinite(v.logits).sum())}
+                             for k, v in theta0.items()},
+        "deviations": {str(b): token_deviations(logits, b).tolist() for b in (4, 8)},
+        "small_caps": {str(b): _grid_range(b) for b in (4, 8)},
+        "cross_check": cross_check_two_level(),
+        "tv_scan": {str(nt): list(v) for nt, v in grid_tv_scan().items()},
+        "gap_profile": [{"gap": r.gap, "grid": r.grid, "softmax": r.softmax, "tv": r.tv,
+                         "units": r.tv / ((r.n_tail + 1) / 2.0**64)} for r in gap_profile()],
+        "caps": [{"name": c.name, "g_min": c.g_min, "g_max": c.g_max, "gap": c.never_wins_gap}
+                 for c in generator_caps()],
+        "starved": {str(g): {n: {"grid": r.grid, "softmax": r.softmax, "exact": r.terms >= 0}
+                             for n, r in starved_mass(1 << 17, g).items()} for g in (20.0, 25.0, 40.0)},
+    }  # fmt: skip
+
+
+def verdicts(res: dict) -> dict[str, bool]:
+    return {
+        "Theorem 2b: TV <= V/M on every small grid": all(
+            t <= hybrid_tv_bound(v["finite"], b)
+            for v in res["bits_scan"].values() for b, t in zip(v["bits"], v["tv"])),
+        "offset 0: TV <= 2V/M": all(t <= hybrid_tv_bound(v["finite"], b, 0.0) for v in res["bits_scan_theta0"].values()
+                                    for b, t in zip(v["bits"], v["tv"])),
+        "two-level formula = enumeration": res["cross_check"] < 1e-14,
+        "64-bit worst TV <= V/2^64": all(v[0] <= v[2] / 4 for v in res["tv_scan"].values()),
+    }  # fmt: skip
+
+
+def render(res: dict) -> dict[str, str]:
+    from proofs._generated import md_table, sci
+
+    names = {str(lg): "$(" + ", ".join(f"{x:g}" for x in lg) + ")$" for lg in BITS_LOGITS}
+    rows = []
+    for k, v in res["bits_scan"].items():
+        rows.append([names[k]] + [f"${sci(t)}$" for t in v["tv"][::2]] + [f"${v['slope']:.2f}$"])
+    bits = res["bits_scan"][str(BITS_LOGITS[0])]["bits"][::2]
+    t_bits = md_table(rows, header=["logits"] + [f"$b = {b}$" for b in bits] + ["slope of $\\log_2$ TV"])
+    gp = res["gap_profile"]
+    t_gap = md_table([
+        ["softmax tail mass"] + [f"${sci(r['softmax'])}$" for r in gp],
+        ["grid tail mass"] + [f"${sci(r['grid'])}$" if r["grid"] > 0 else "0" for r in gp],
+        ["TV in units of $V/2^{64}$"] + [f"{r['units']:.3f}" for r in gp],
+    ], header=["gap $\\Delta$ (nats)"] + [f"{r['gap']:g}" for r in gp])
+    tv = res["tv_scan"]
+    t_worst = md_table([[f"$2^{{{int(math.log2(int(n)))}}}$" if int(n) > 1 else "1", f"${sci(v[0], 3)}$",
+                         f"{v[0] / ((int(n) + 1) / 2.0**64):.3f}", f"{v[1]:g}", f"${sci(v[3])}$"]
+                        for n, v in tv.items()],
+                       header=["$n$ tail tokens", "largest TV, gaps 36 to 50", "in units of $V/2^{64}$",
+                               "at gap", "computation error"])  # fmt: skip
+    caps = {c["name"].split(" ")[0]: c for c in res["caps"]}
+    st = res["starved"]
+
+    def cell(g, n):
+        r = st[g][n]
+        return f"${sci(r['grid'], 3)}$" + ("" if r["exact"] else " (softmax; within Theorem 2b)")
+
+    t_caps = md_table([
+        [name, f"$[{c['g_min']:.2f}, {c['g_max']:.2f}]$", f"{c['gap']:.2f} nats",
+         *(cell(g, key) for g in ("20.0", "25.0", "40.0"))]
+        for name, key, c in (("24-bit, $U = k\\,2^{-24}$", "24-bit", caps["24-bit"]),
+                             ("31-bit, $U = k\\,2^{-31}$", "31-bit", caps["31-bit"]),
+                             ("ours", "ours", caps["ours"]))
+    ] + [["softmax", "", "", *(f"${sci(st[g]['ours']['softmax'], 3)}$" for g in ("20.0", "25.0", "40.0"))]],
+        header=["generator", "noise range", "never wins below the top by", "tail of $2^{17}$ tokens 20 nats down",
+                "25 nats down", "40 nats down"])  # fmt: skip
+    dev = res["deviations"]
+    sc = res["small_caps"]
+    t_dev = md_table([[f"$b = {b}$", f"$[{sc[b][0]:.2f}, {sc[b][1]:.2f}]$", f"{sc[b][2]:.2f} nats"]
+                      + [f"${sci(x)}$" for x in d] for b, d in dev.items()],
+                     header=["grid", "noise range", "never wins below the top by"]
+                     + [f"token at ${x:g}$" for x in (0.0, -0.5, -2.0, -6.0, -9.0)])
+    t_worst += ("\n\nThe fast formula (3.1) against the enumeration (2.2) on grids of 4 to 10 bits: largest difference "
+                f"${sci(res['cross_check'])}$.")
+    return {"bits": t_bits, "deviations": t_dev, "gaps": t_gap, "worst": t_worst, "caps": t_caps}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    res = collect()
+    for k, v in res["bits_scan"].items():
+        print(f"logits {k}: b={v['bits']}: TV {[f'{t:.3g}' for t in v['tv']]}, slope {v['slope']:.2f}")
+    print("offset 0:", {k: [f"{t:.3g}" for t in v["tv"]] for k, v in res["bits_scan_theta0"].items()})
+    print("P_grid - p at 4 and 8 bits:", {b: [f"{x:.2g}" for x in d] for b, d in res["deviations"].items()})
+    print(f"two-level fast formula vs exact enumeration: max |diff| = {res['cross_check']:.2e}")
+    for n, v in res["tv_scan"].items():
+        print(f"n_tail={n}: max TV {v[0]:.3e} at gap {v[1]}; computation error <= {v[3]:.1e}")
+    for r in res["gap_profile"]:
+        print(f"  gap {r['gap']}: grid {r['grid']:.4e} softmax {r['softmax']:.4e} TV {r['units']:.3f} V/2^64")
+    print("caps:", res["caps"])
+    print("starved:", res["starved"])
+    if "--write" in argv:
+        from proofs import _generated as gen
+
+        gen.save("grid_noise", res)
+        gen.write_blocks(gen.HERE / "finite_precision.md", "check_grid_noise.py", render(gen.roundtrip(res)))
+    v = verdicts(res)
+    print(v)
+    return 0 if all(v.values()) else 1
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -53,6 +54,49 @@ def exp2_error(n_points: int = 1 << 22, seed: int = 0) -> float:
     edges = np.float32([-0.5, 0.5, 0.0, -(2.0**-30), 2.0**-30, np.nextafter(np.float32(0.5), np.float32(0))])
     f = np.concatenate([f, edges])
     return float(np.max(np.abs(exp2_poly_np(f).astype(np.float64) / np.exp2(f.astype(np.float64)) - 1.0)))
+
+
+#: The exhaustive scan of ``exp2_poly_np`` covers ``2**-39 <= |f| <= 1/2``; below, ``P(f) = 1`` exactly
+#: (tile_inverse_cdf.md, Lemma 0), so the relative error is ``|2**-f - 1| < 2**-39``.
+EXP2_SCAN_FROM = -39
+
+
+def exp2_error_binade(e: int, sign: int) -> tuple[float, float]:
+    """``max |exp2_poly_np(f) / 2**f - 1|`` over every float32 ``f = sign * (1 + m 2**-23) 2**e``, ``m = 0..2**23 - 1``
+    (``e = -1``: the single value ``f = sign / 2``), and the ``f`` where it is attained."""
+    m = np.arange(1 if e == -1 else 1 << 23, dtype=np.uint32)
+    f = ((np.uint32(127 + e) << np.uint32(23)) | m).view(np.float32) * np.float32(sign)
+    rel = np.abs(exp2_poly_np(f).astype(np.float64) / np.exp2(f.astype(np.float64)) - 1.0)
+    i = int(np.argmax(rel))
+    return float(rel[i]), float(f[i])
+
+
+def exp2_error_exhaustive(binades=range(EXP2_SCAN_FROM, 0)) -> dict:
+    """Every float32 ``f`` with ``2**-39 <= |f| <= 1/2`` (``binades`` ``e = -39 .. -1``, both signs): the largest
+    relative error of the weights' polynomial, per binade and overall, with the time taken."""
+    t0 = time.perf_counter()
+    per = {}
+    for e in binades:
+        for sign in (1, -1):
+            per[f"{'+' if sign > 0 else '-'}2^{e}"] = exp2_error_binade(e, sign)
+    key = max(per, key=lambda k: per[k][0])
+    return {"max_rel": per[key][0], "max_rel_units": per[key][0] / 2.0**-24, "at_f": per[key][1], "binade": key,
+            "values": sum((1 << 23) if not k.endswith("2^-1") else 1 for k in per), "per_binade": per,
+            "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+
+
+def load_exp2_exhaustive() -> dict:
+    from proofs._generated import load
+
+    return load("exp2_exhaustive")
+
+
+def exp2_tiny_is_one() -> bool:
+    """Lemma 0 at its edge: ``P(f) = 1`` for the float32 neighbours of ``+-2**-39`` below it and the smallest normal
+    and subnormal ``f`` (the Horner steps return their constants and the last rounds ``1 + c_1 f`` to 1)."""
+    edge = np.nextafter(np.float32(2.0**-39), np.float32(0))
+    f = np.float32([edge, -edge, 2.0**-126, -(2.0**-126), 1e-45, -1e-45, 2.0**-60, -(2.0**-60)])
+    return bool(np.all(exp2_poly_np(f) == np.float32(1.0)))
 
 
 def integer_weights(scores: np.ndarray, scale_bits: int = SCALE_BITS) -> tuple[np.ndarray, np.ndarray]:
@@ -202,11 +246,15 @@ def passes(result: dict) -> bool:
     return result["tv"] <= MAX_TV and result["max_rel_near_top"] <= MAX_REL
 
 
-def run(V: int = 151936, n_exp2: int = 1 << 22) -> dict:
+def run(V: int = 151936, n_exp2: int = 1 << 22, eta: float | None = None) -> dict:
     """Everything the proof's table reports: the polynomial's error, the index law's trials, and per example row
-    the design and the three planted defects against softmax of the float32 scores."""
-    eta = exp2_error(n_exp2)
-    out = {"exp2_max_rel": eta, "exp2_ulps": eta / 2.0**-24, "index_law": index_law_trials(), "rows": {}}
+    the design and the three planted defects against softmax of the float32 scores.  ``eta``: the polynomial's error
+    bound used by the first-order bound (default: the exhaustive value, ``proofs/results/exp2_exhaustive.json``);
+    ``exp2_max_rel`` is the spot check on ``n_exp2`` random arguments."""
+    spot = exp2_error(n_exp2)
+    if eta is None:
+        eta = load_exp2_exhaustive()["max_rel"]
+    out = {"exp2_max_rel": spot, "exp2_ulps": spot / 2.0**-24, "eta": eta, "index_law": index_law_trials(), "rows": {}}
     for name, (z, temperature) in example_rows(V).items():
         s = scores_of(z, temperature)
         target = _normalize(s.astype(np.float64))
@@ -220,33 +268,13 @@ def run(V: int = 151936, n_exp2: int = 1 << 22) -> dict:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--V", type=int, default=151936)
-    args = ap.parse_args()
-    res = run(args.V)
-    print(f"exp2_poly: max relative error {res['exp2_max_rel']:.3g} ({res['exp2_ulps']:.2f} x 2^-24)")
-    print(f"integer inverse CDF: {res['index_law']}")
-    for name, rec in res["rows"].items():
-        print(f"{name}: first-order TV bound {rec['tv_bound']:.3g}")
-        for what, r in rec.items():
-            if what == "tv_bound":
-                continue
-            bins = ", ".join(f"{k}: {v:.2g}" for k, v in r["rel_by_nats"].items())
-            rel = r["max_rel_near_top"]
-            print(f"  {what:26s} TV {r['tv']:.3g}  max rel (< {TAIL_NATS:g} nats) {rel:.3g}  [{bins}]")
-    verdict = verdicts(res)
-    print(verdict)
-    return 0 if all(verdict.values()) else 1
-
-
 def verdicts(res: dict) -> dict[str, bool]:
     """What the proof claims of :func:`run`'s numbers: the polynomial within 2 units of 2**-24, the index law
     exact, the design within the criteria and its bound on every row, and every planted defect caught (outside the
     criteria) on at least one row."""
     rows = res["rows"].values()
     out = {
-        "exp2 < 2 x 2^-24": res["exp2_ulps"] < 2,
+        "exp2 < 2 x 2^-24 (spot check and exhaustive)": res["exp2_ulps"] < 2 and res["eta"] < 2 * 2.0**-24,
         "index law exact": res["index_law"]["enumeration != closed form"] == 0
         and res["index_law"]["|P - q/Q| >= 2^-b"] == 0,
         "design passes every row": all(passes(r["design"]) and r["design"]["tv"] <= r["tv_bound"] for r in rows),
@@ -254,6 +282,86 @@ def verdicts(res: dict) -> dict[str, bool]:
     for defect in ("defect: float32 CDF", "defect: 24-bit weights", "defect: tile by max score"):
         out[f"{defect} caught"] = any(not passes(r[defect]) for r in rows)
     return out
+
+
+
+def collect(V: int = 151936) -> dict:
+    res = run(V)
+    res["exhaustive"] = {k: v for k, v in load_exp2_exhaustive().items() if k != "per_binade"}
+    res["tiny_is_one"] = exp2_tiny_is_one()
+    return res
+
+
+def render(res: dict) -> dict[str, str]:
+    from proofs._generated import md_table, sci, thousands
+
+    ex = res["exhaustive"]
+    rows = res["rows"]
+
+    def pick(key, what):
+        return "; ".join(f"{name} ${sci(r[key][what])}$" for name, r in rows.items())
+
+    il = res["index_law"]
+    table = md_table([
+        ("`exp2_error_exhaustive`: every float32 $f$ with $2^{-39} \\le \\lvert f\\rvert \\le \\tfrac12$ "
+         f"({thousands(ex['values'])} values, {ex['seconds']:.0f} s); below, Lemma 0",
+         f"$\\eta = {sci(ex['max_rel'], 4)} = {ex['max_rel_units']:.3f}\\cdot2^{{-24}}$ at $f = {ex['at_f']:.7g}$"),
+        ("`exp2_tiny_is_one`: $P(f) = 1$ at the float32 neighbours of $\\pm2^{-39}$ and at tiny $f$ (Lemma 0)",
+         "holds" if res["tiny_is_one"] else "**fails**"),
+        (f"`index_law_trials`: {il['trials']} random weight vectors, 12-bit $U$, every $U$ enumerated",
+         f"enumeration $\\ne$ closed form in {il['enumeration != closed form']}; $\\lvert P - q/Q\\rvert \\ge "
+         f"2^{{-12}}$ "
+         f"in {il['|P - q/Q| >= 2^-b']}"),
+        ("the design, TV (first-order bound with the exhaustive $\\eta$)",
+         "; ".join(f"{name} ${sci(r['design']['tv'])}$ (${sci(r['tv_bound'])}$)" for name, r in rows.items())),
+        ("the design, largest relative error within 25 nats", pick("design", "max_rel_near_top")),
+        ("defect: float32 CDF over the row (float32 softmax, cumsum, 24-bit uniform), TV", pick("defect: float32 "
+                                                                                                "CDF", "tv")),
+        ("defect: 24-bit integer weights, largest relative error within 25 nats",
+         pick("defect: 24-bit weights", "max_rel_near_top")),
+        ("defect: tile chosen by its maximum score, TV", pick("defect: tile by max score", "tv")),
+    ])  # fmt: skip
+    return {"table": table}
+
+
+def write_exp2_exhaustive() -> dict:
+    from proofs import _generated as gen
+
+    res = exp2_error_exhaustive()
+    gen.save("exp2_exhaustive", res)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--V", type=int, default=151936)
+    ap.add_argument("--write", action="store_true", help="record the results and the generated markdown")
+    ap.add_argument("--exhaustive", action="store_true", help="rerun the exhaustive scan of the polynomial (~1 min)")
+    args = ap.parse_args(argv)
+    if args.exhaustive:
+        ex = write_exp2_exhaustive()
+        print(f"exhaustive: eta = {ex['max_rel']:.4g} = {ex['max_rel_units']:.3f} x 2^-24 at f = {ex['at_f']} "
+              f"({ex['values']} values, {ex['seconds']} s)")  # fmt: skip
+    res = collect(args.V)
+    print(f"exp2_poly: spot check {res['exp2_max_rel']:.3g} ({res['exp2_ulps']:.2f} x 2^-24); exhaustive eta "
+          f"{res['eta']:.4g}; P(f) = 1 below 2^-39: {res['tiny_is_one']}")  # fmt: skip
+    print(f"integer inverse CDF: {res['index_law']}")
+    for name, rec in res["rows"].items():
+        print(f"{name}: first-order TV bound {rec['tv_bound']:.3g}")
+        for what, r in rec.items():
+            if what == "tv_bound":
+                continue
+            bins = ", ".join(f"{k}: {v:.2g}" for k, v in r["rel_by_nats"].items())
+            print(f"  {what:26s} TV {r['tv']:.3g}  max rel (< {TAIL_NATS:g} nats) {r['max_rel_near_top']:.3g}  "
+                  f"[{bins}]")
+    if args.write:
+        from proofs import _generated as gen
+
+        gen.save("tile_inverse_cdf", res)
+        gen.write_blocks(gen.HERE / "tile_inverse_cdf.md", "check_tile_inverse_cdf.py", render(gen.roundtrip(res)))
+    verdict = verdicts(res)
+    print(verdict)
+    return 0 if all(verdict.values()) and res["tiny_is_one"] else 1
 
 
 if __name__ == "__main__":

@@ -28,8 +28,15 @@ def test_tie_break_law_sums_to_one_and_is_near_uniform(m, k):
 
 
 def test_tie_break_with_the_kernel_keys():
-    dev = chk.tie_break_deviation_closed_form(2)  # keys w2 | 1: 2**31 values
+    dev = chk.tie_break_deviation_closed_form(2)  # keys w0 | 1: 2**31 values
     assert dev == pytest.approx(2.0**-32, rel=1e-12)
+
+
+def test_shipped_tie_keys_are_the_documented_ones():
+    """The twin's keys are w0 | 1 of the block (index, row, sample, STREAM_TIE); a key from the token's own noise
+    block (planted) is caught."""
+    assert chk.tie_keys_as_documented(v=512, rows=2, samples=2) == 0
+    assert chk.tie_keys_as_documented(v=512, rows=2, samples=2, planted=True) > 0
 
 
 def test_twin_tiles_equal_untiled():
@@ -71,3 +78,9 @@ def test_approximate_filter_check_catches_a_zero_margin():
 def test_filter_hands_over_few_rows():
     """The margin's cost: on the benchmarks' logits, well under 1e-3 of rows go to the exact pass (about 5e-5)."""
     assert chk.filter_handover_rate(0.9, rows=40_000) < 1e-3
+
+
+def test_recorded_results_are_current():
+    from proofs import _generated as gen
+
+    assert gen.same(gen.roundtrip(chk.collect()), gen.load("argmax_decomposition"))

@@ -19,3 +19,12 @@ def test_quadrature_joint_cdf():
 def test_twin_max_is_gumbel_and_independent():
     pv = chk.twin_group_statistics(n=10_000, seed=777)
     assert min(pv.values()) > 1e-3
+
+
+def test_recorded_results_are_current():
+    from proofs import _generated as gen
+
+    rec = gen.load("max_stability")
+    fresh = gen.roundtrip(chk.collect(symbolic=False))
+    assert gen.same(fresh, {k: v for k, v in rec.items() if k != "symbolic"}, rel=1e-6)
+    assert all(rec["symbolic"].values())
