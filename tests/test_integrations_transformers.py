@@ -392,3 +392,20 @@ def test_bad_arguments_raise_naming_them(llama, kwargs, error, message):
 
 def test_zero_new_tokens_returns_the_prompt(llama):
     assert torch.equal(fst.generate(llama, _IDS, max_new_tokens=0, seed=0), _IDS)
+
+
+def test_triton_imported_before_flashsampling_is_refused(monkeypatch):
+    # What `from transformers import ...` before `import flashsampling` leaves on a CPU machine: triton's helpers
+    # are compiled-mode JITFunctions, with which every interpreted kernel fails.
+    if not flashsampling.INTERPRET:
+        pytest.skip("only the interpreter depends on the import order")
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+
+    def compiled_mode_helper(x):
+        return x
+
+    fst._check_triton_mode()
+    monkeypatch.setattr(tl.standard, "max", JITFunction(compiled_mode_helper))
+    with pytest.raises(ImportError, match="import flashsampling before transformers"):
+        fst._check_triton_mode()
