@@ -22,6 +22,9 @@ from flashsampling.integrations.transformers import generate
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import transformers  # noqa: E402  (after flashsampling, see above)
 
+#: CPU tensors for triton's interpreter, CUDA tensors for compiled kernels.
+DEVICE = torch.device("cpu" if flashsampling.INTERPRET else "cuda")
+
 
 def tiny_model(model_type: str, seed: int = 0) -> transformers.PreTrainedModel:
     """A 2-layer causal LM of ``model_type`` (vocabulary 256, hidden size 64) with seeded random weights."""
@@ -31,7 +34,7 @@ def tiny_model(model_type: str, seed: int = 0) -> transformers.PreTrainedModel:
         bos_token_id=1, eos_token_id=2, pad_token_id=0,
     )
     torch.manual_seed(seed)
-    return transformers.AutoModelForCausalLM.from_config(config).eval()
+    return transformers.AutoModelForCausalLM.from_config(config).eval().to(DEVICE)
 
 
 def main(argv: list[str] | None = None) -> torch.Tensor:
@@ -43,8 +46,8 @@ def main(argv: list[str] | None = None) -> torch.Tensor:
     args = parser.parse_args(argv)
 
     model = tiny_model(args.model_type)
-    input_ids = torch.tensor([[17, 42, 99, 7, 64], [0, 0, 5, 130, 21]])  # row 1: two pad tokens on the left
-    attention_mask = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])
+    input_ids = torch.tensor([[17, 42, 99, 7, 64], [0, 0, 5, 130, 21]], device=DEVICE)  # row 1: 2 pads on the left
+    attention_mask = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]], device=DEVICE)
 
     start = time.perf_counter()
     tokens = generate(model, input_ids, attention_mask=attention_mask, max_new_tokens=args.max_new_tokens,

@@ -30,6 +30,10 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 transformers = pytest.importorskip("transformers")
 fst = pytest.importorskip("flashsampling.integrations.transformers")
 
+#: Where the kernels run (as in conftest's ``device`` fixture): the interpreter takes CPU tensors, compiled
+#: kernels CUDA tensors.
+DEVICE = torch.device("cpu" if flashsampling.INTERPRET else "cuda")
+
 #: Seed, rows and level of the law checks, rows of the planted runs (see the module docstring).
 _SEED, _N, _ALPHA, _TEMPERATURE, _N_PLANTED = 20270, 512, 1e-4, 0.7, 128
 
@@ -57,7 +61,7 @@ def tiny_model(model_type: str, seed: int = 0, **overrides):
     """A 2-layer model of ``model_type`` with hidden size 64 and seeded random weights, in eval mode."""
     config = transformers.AutoConfig.for_model(model_type, **{**_BASE, **_EXTRA.get(model_type, {}), **overrides})
     torch.manual_seed(seed)
-    return transformers.AutoModelForCausalLM.from_config(config).eval()
+    return transformers.AutoModelForCausalLM.from_config(config).eval().to(DEVICE)
 
 
 def left_padded_batch(vocab_size: int, seed: int = 1):
@@ -67,7 +71,7 @@ def left_padded_batch(vocab_size: int, seed: int = 1):
     mask = torch.ones_like(ids)
     mask[1, :2] = 0
     mask[2, :3] = 0
-    return ids.masked_fill(mask == 0, 0), mask
+    return ids.masked_fill(mask == 0, 0).to(DEVICE), mask.to(DEVICE)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -159,13 +163,14 @@ def _step_laws(model, prompt, first_token, *, lose_cache=False):
     """Float64 laws of step 0 (given the prompt) and step 1 (given the prompt and ``first_token``) at the
     test's temperature, from the model's own logits; with ``lose_cache``, step 1's law when the decode step
     sees only ``first_token`` at position L (the planted defect)."""
+    token = torch.tensor([[first_token]], device=prompt.device)
     with torch.no_grad():
         z0 = model(prompt).logits[0, -1]
         if lose_cache:
-            z1 = model(torch.tensor([[first_token]]), position_ids=torch.tensor([[prompt.shape[1]]])).logits[0, -1]
+            z1 = model(token, position_ids=torch.full_like(token, prompt.shape[1])).logits[0, -1]
         else:
-            z1 = model(torch.cat([prompt, torch.tensor([[first_token]])], dim=1)).logits[0, -1]
-    return softmax(z0.double().numpy(), _TEMPERATURE), softmax(z1.double().numpy(), _TEMPERATURE)
+            z1 = model(torch.cat([prompt, token], dim=1)).logits[0, -1]
+    return softmax(z0.double().cpu().numpy(), _TEMPERATURE), softmax(z1.double().cpu().numpy(), _TEMPERATURE)
 
 
 def _tv(p, q) -> float:
@@ -179,7 +184,7 @@ def law_model():
 
 @pytest.fixture(scope="module")
 def law_prompt():
-    return torch.randint(0, 128, (1, 5), generator=torch.Generator().manual_seed(4))
+    return torch.randint(0, 128, (1, 5), generator=torch.Generator().manual_seed(4)).to(DEVICE)
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +192,7 @@ def law_draws(law_model, law_prompt):
     """``_N`` rows of one prompt, two sampled steps: ``_N`` independent draws of step 0 (rows are independent
     streams), and, in the rows whose first token is the most frequent ``a``, draws of step 1 given ``a``."""
     out = fst.generate(law_model, law_prompt.repeat(_N, 1), max_new_tokens=2, temperature=_TEMPERATURE, seed=_SEED)
-    return out[:, 5].numpy(), out[:, 6].numpy()
+    return out[:, 5].cpu().numpy(), out[:, 6].cpu().numpy()
 
 
 def _most_frequent(tokens: np.ndarray) -> int:
@@ -222,7 +227,7 @@ def test_sampled_step1_law_is_softmax_of_model_logits(law_model, law_prompt, law
 def _planted_draws(law_model, law_prompt, max_new_tokens):
     out = fst.generate(law_model, law_prompt.repeat(_N_PLANTED, 1), max_new_tokens=max_new_tokens,
                        temperature=_TEMPERATURE, seed=_SEED + 1)
-    return out[:, 5].numpy(), out[:, -1].numpy()
+    return out[:, 5].cpu().numpy(), out[:, -1].cpu().numpy()
 
 
 def test_planted_head_without_final_norm_fails_step0(law_model, law_prompt, law_draws):
@@ -230,7 +235,7 @@ def test_planted_head_without_final_norm_fails_step0(law_model, law_prompt, law_
     norm, law_model.model.norm = law_model.model.norm, torch.nn.Identity()
     try:
         with torch.no_grad():
-            q0 = softmax(law_model(law_prompt).logits[0, -1].double().numpy(), _TEMPERATURE)
+            q0 = softmax(law_model(law_prompt).logits[0, -1].double().cpu().numpy(), _TEMPERATURE)
         first, _ = _planted_draws(law_model, law_prompt, 1)
     finally:
         law_model.model.norm = norm
@@ -308,6 +313,10 @@ def test_same_seed_same_continuation_different_seeds_differ():
 # ------------------------------------------------------------------------------------------------
 
 
+#: A batch of two 3-token prompts for the argument checks.
+_IDS = torch.tensor([[3, 4, 5], [6, 7, 8]], device=DEVICE)
+
+
 def _without_head_weight():
     model = tiny_model("llama")
     model.lm_head = torch.nn.Identity()
@@ -349,7 +358,7 @@ _BAD_MODELS = {
 def test_refused_models_raise_naming_the_field(name):
     factory, error, message = _BAD_MODELS[name]
     with pytest.raises(error, match=message):
-        fst.generate(factory(), torch.tensor([[3, 4, 5]]), max_new_tokens=1, seed=0)
+        fst.generate(factory(), _IDS, max_new_tokens=1, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -357,7 +366,6 @@ def llama():
     return tiny_model("llama")
 
 
-_IDS = torch.tensor([[3, 4, 5], [6, 7, 8]])
 
 
 @pytest.mark.parametrize(
@@ -385,6 +393,7 @@ _IDS = torch.tensor([[3, 4, 5], [6, 7, 8]])
     ids=lambda v: str(v) if isinstance(v, str) else None,
 )
 def test_bad_arguments_raise_naming_them(llama, kwargs, error, message):
+    kwargs = {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
     args = dict(input_ids=_IDS, max_new_tokens=2, temperature=1.0, seed=0) | kwargs
     with pytest.raises(error, match=message):
         fst.generate(llama, args.pop("input_ids"), **args)

@@ -16,6 +16,8 @@ import flashsampling
 import flashsampling.ops as ops
 
 D, V = 64, 200
+#: Where the kernels run (as in conftest's ``device`` fixture).
+DEVICE = torch.device("cpu" if flashsampling.INTERPRET else "cuda")
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,7 @@ def inputs():
     g = torch.Generator().manual_seed(0)
     hidden = torch.randn(3, D, generator=g)
     weight = torch.randn(V, D, generator=g) * 0.3
-    return hidden, weight
+    return hidden.to(DEVICE), weight.to(DEVICE)
 
 
 def test_schemas_carry_the_seed_as_a_tensor():
@@ -39,7 +41,7 @@ def test_opcheck(inputs):
     seed = torch.tensor(7)
     torch.library.opcheck(torch.ops.flashsampling.sample.default, (hidden, weight, None, 0.8, seed, 2, True))
     torch.library.opcheck(torch.ops.flashsampling.sample_from_logits.default,
-                          (hidden @ weight.T, torch.full((3,), 0.5), 1.0, seed, 1, True))
+                          (hidden @ weight.T, torch.full((3,), 0.5, device=DEVICE), 1.0, seed, 1, True))
 
 
 @pytest.mark.parametrize(
@@ -58,7 +60,7 @@ def test_opcheck(inputs):
 def test_ops_return_the_functions_tokens(inputs, seed, same_as, temperature):
     hidden, weight = inputs
     if temperature == "tensor":
-        temperature = torch.tensor([0.5, 1.0, 2.0])
+        temperature = torch.tensor([0.5, 1.0, 2.0], device=DEVICE)
     got = ops.sample(hidden, weight, temperature=temperature, seed=seed, num_samples=2)
     assert got.dtype == torch.int64 and got.shape == (3, 2)
     assert torch.equal(got, flashsampling.sample(hidden, weight, temperature=temperature, seed=same_as, num_samples=2))
@@ -92,7 +94,7 @@ def _tiny_backbone_and_head():
     config = transformers.LlamaConfig(vocab_size=V, hidden_size=D, intermediate_size=128, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, initializer_range=0.3)
     torch.manual_seed(0)
-    return split_lm_head(transformers.LlamaForCausalLM(config).eval())
+    return split_lm_head(transformers.LlamaForCausalLM(config).eval().to(DEVICE))
 
 
 def test_decode_step_compiles_fullgraph_and_returns_eager_tokens():
@@ -106,7 +108,7 @@ def test_decode_step_compiles_fullgraph_and_returns_eager_tokens():
         return ops.sample(hidden, weight, temperature=0.8, seed=seed)
 
     compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
-    input_ids = torch.randint(0, V, (4, 6), generator=torch.Generator().manual_seed(1))
+    input_ids = torch.randint(0, V, (4, 6), generator=torch.Generator().manual_seed(1)).to(DEVICE)
     with torch.no_grad():
         eager = [step(input_ids, torch.tensor(s)) for s in (7, 8)]
         first = compiled(input_ids, torch.tensor(7))
@@ -125,7 +127,7 @@ def test_inductor_lowers_both_ops(inputs):
                 ops.sample_from_logits(h @ weight.T, temperature=0.0, seed=seed))
 
     compiled = torch.compile(step, fullgraph=True)
-    temperature = torch.tensor([0.5, 1.0, 2.0])
+    temperature = torch.tensor([0.5, 1.0, 2.0], device=DEVICE)
     for s in (3, 4):
         seed = torch.tensor(s)
         for got, expected in zip(compiled(hidden, seed, temperature), step(hidden, seed, temperature)):
