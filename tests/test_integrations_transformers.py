@@ -136,6 +136,16 @@ def test_greedy_equals_hf_generate_with_eos(model_type):
     assert (got[1, 7 + 3:] == 255).all() and not torch.equal(got, free)
 
 
+def test_per_row_temperature_tensor_zero_is_greedy():
+    model = tiny_model("llama")
+    ids, mask = left_padded_batch(256)
+    greedy = fst.generate(model, ids, attention_mask=mask, max_new_tokens=2, temperature=0.0, eos_token_id=[])
+    mixed = fst.generate(model, ids, attention_mask=mask, max_new_tokens=2, eos_token_id=[], seed=3,
+                         temperature=torch.tensor([0.0, 5.0, 0.0], device=DEVICE))
+    assert torch.equal(mixed[[0, 2]], greedy[[0, 2]])
+    assert not torch.equal(mixed[1], greedy[1])  # T = 5 flattens the law: a greedy row 1 would be a defect
+
+
 def test_generation_stops_when_every_row_finished():
     model = tiny_model("llama")
     ids, mask = left_padded_batch(256)
@@ -347,6 +357,10 @@ _BAD_MODELS = {
     "softcap": (lambda: tiny_model("gemma2"), ValueError, "final_logit_softcapping=30.0"),
     "logit_scale": (lambda: tiny_model("cohere"), ValueError, "logit_scale=0.0625"),
     "logits_scaling": (lambda: tiny_model("granite", logits_scaling=8.0), ValueError, "logits_scaling=8.0"),
+    "lm_head_multiplier": (
+        lambda: tiny_model("falcon_h1", lm_head_multiplier=0.5, mamba_d_ssm=64, mamba_n_heads=4, mamba_d_head=16,
+                           mamba_n_groups=1, mamba_d_state=16),
+        ValueError, "lm_head_multiplier=0.5"),
     "head-bias": (lambda: tiny_model("phi"), ValueError, "it has a bias"),
     "unsupported-family": (lambda: tiny_model("gpt2", n_embd=64, n_layer=1, n_head=4), ValueError,
                            "model_type='gpt2'"),
