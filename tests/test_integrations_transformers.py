@@ -162,6 +162,8 @@ def test_eos_and_pad_default_to_generation_config():
     assert fst._eos_and_pad(model, None, None)[1] == 7  # the first EOS id pads, as in transformers
     eos, pad = fst._eos_and_pad(model, [], 5)
     assert eos is None and pad == 5
+    eos, pad = fst._eos_and_pad(model, torch.tensor(4), None)  # a tensor, as some generation configs hold
+    assert eos.tolist() == [4] and pad == 4
 
 
 # ------------------------------------------------------------------------------------------------
@@ -400,6 +402,7 @@ def llama():
         (dict(seed=2**64), ValueError, "out of range"),
         (dict(seed="7"), TypeError, "seed must be an int"),
         (dict(eos_token_id="2"), TypeError, "eos_token_id must be"),
+        (dict(eos_token_id=[2, 2.5]), TypeError, "eos_token_id must be"),
         (dict(pad_token_id=1.5), TypeError, "pad_token_id must be"),
         (dict(temperature=-1.0), ValueError, "temperature=-1.0 is invalid"),
         (dict(temperature=torch.ones(3)), ValueError, r"temperature must be a number or a tensor of shape \[2\]"),

@@ -354,7 +354,11 @@ def _eos_and_pad(model, eos_token_id, pad_token_id) -> tuple[torch.Tensor | None
         eos_ids = []
     elif isinstance(eos_token_id, numbers.Integral) and not isinstance(eos_token_id, bool):
         eos_ids = [int(eos_token_id)]
-    elif isinstance(eos_token_id, Sequence | torch.Tensor) and not isinstance(eos_token_id, str):
+    elif isinstance(eos_token_id, torch.Tensor) and not eos_token_id.is_floating_point():
+        eos_ids = [int(e) for e in eos_token_id.flatten().tolist()]
+    elif isinstance(eos_token_id, Sequence) and not isinstance(eos_token_id, str):
+        if not all(isinstance(e, numbers.Integral) and not isinstance(e, bool) for e in eos_token_id):
+            raise TypeError(f"eos_token_id must be an int, a sequence of ints or None, got {eos_token_id!r}")
         eos_ids = [int(e) for e in eos_token_id]
     else:
         raise TypeError(f"eos_token_id must be an int, a sequence of ints or None, got {type(eos_token_id).__name__}")
