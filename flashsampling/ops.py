@@ -1,0 +1,233 @@
+"""``torch.library`` custom ops of the fused sampler, so that ``torch.compile`` traces a decode step through it.
+
+Importing this module registers two operators with a fake (meta) implementation, which gives the output's
+shape ``[B, num_samples]`` and dtype int64 from the inputs' metadata without running the kernels::
+
+    flashsampling::sample(Tensor hidden, Tensor weight, Tensor? temperature, float temperature_value,
+                          Tensor seed, SymInt num_samples, bool host_checks) -> Tensor
+    flashsampling::sample_from_logits(Tensor logits, Tensor? temperature, float temperature_value,
+                                      Tensor seed, SymInt num_samples, bool host_checks) -> Tensor
+
+``torch.compile(fullgraph=True)`` keeps the op as one opaque node of the graph; the compiled graph calls the
+real implementation (:func:`flashsampling.sample` / :func:`flashsampling.sample_from_logits`), so the tokens
+are the eager tokens for the same seed.  Call the ops through :func:`sample` and :func:`sample_from_logits`
+below (keyword arguments as in :mod:`flashsampling`), or as ``torch.ops.flashsampling.sample(...)``.
+
+Temperature
+-----------
+A tensor ``[B]`` goes to ``temperature`` (``temperature_value`` is then ignored); a number goes to
+``temperature_value`` with ``temperature=None`` (``0`` is greedy and skips the noise's work).
+
+Seed (random-number contract)
+-----------------------------
+The op takes the seed as a 0-dim ``torch.int64`` tensor whose 64 bits are the seed: ``s = value mod 2**64``
+(negative values are the seeds in ``[2**63, 2**64)``).  The tokens are those of :func:`flashsampling.sample`
+with ``seed=s``, with its contract (noise a pure function of ``(s, row, vocabulary index, sample)``; never reuse
+one seed for two steps of the same rows).  The wrappers accept an int in ``[0, 2**64)``, such a tensor, or
+``None`` (a fresh seed from torch's default generator, the same draw as :func:`flashsampling.sample`'s).  Today
+the implementation reads the seed on the host (``.item()``; a synchronization when the tensor is on a GPU).
+Under ``torch.compile``, pass the seed as a tensor: an int is a constant of the graph (a new value recompiles).
+
+A seed read on the host would be frozen into a captured CUDA graph (every replay would repeat the captured
+noise), so the ops refuse to run during CUDA-graph capture (``NotImplementedError``).  Replaying a graph with a
+new seed needs the kernels to load the seed from device memory; the schema already carries the seed as a tensor
+for that, so adding it will not change the ops' signatures.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+import flashsampling
+
+__all__ = ["sample", "sample_from_logits"]
+
+_MASK64 = (1 << 64) - 1
+
+
+@torch.library.custom_op("flashsampling::sample", mutates_args=())
+def _sample_op(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    temperature: torch.Tensor | None,
+    temperature_value: float,
+    seed: torch.Tensor,
+    num_samples: int,
+    host_checks: bool,
+) -> torch.Tensor:
+    """``flashsampling.sample(hidden, weight, ...)``: tokens ``[B, num_samples]`` from ``softmax(h @ W.T / T)``."""
+    return flashsampling.sample(
+        hidden,
+        weight,
+        temperature=temperature if temperature is not None else temperature_value,
+        seed=_host_seed(seed),
+        num_samples=num_samples,
+        host_checks=host_checks,
+    )
+
+
+@_sample_op.register_fake
+def _sample_fake(hidden, weight, temperature, temperature_value, seed, num_samples, host_checks):
+    _check_2d(hidden=hidden, weight=weight)
+    return hidden.new_empty((hidden.shape[0], num_samples), dtype=torch.int64)
+
+
+@torch.library.custom_op("flashsampling::sample_from_logits", mutates_args=())
+def _sample_from_logits_op(
+    logits: torch.Tensor,
+    temperature: torch.Tensor | None,
+    temperature_value: float,
+    seed: torch.Tensor,
+    num_samples: int,
+    host_checks: bool,
+) -> torch.Tensor:
+    """``flashsampling.sample_from_logits(logits, ...)``: tokens ``[B, num_samples]`` from ``softmax(z / T)``."""
+    return flashsampling.sample_from_logits(
+        logits,
+        temperature=temperature if temperature is not None else temperature_value,
+        seed=_host_seed(seed),
+        num_samples=num_samples,
+        host_checks=host_checks,
+    )
+
+
+@_sample_from_logits_op.register_fake
+def _sample_from_logits_fake(logits, temperature, temperature_value, seed, num_samples, host_checks):
+    _check_2d(logits=logits)
+    return logits.new_empty((logits.shape[0], num_samples), dtype=torch.int64)
+
+
+def sample(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    *,
+    temperature: float | torch.Tensor = 1.0,
+    seed: int | torch.Tensor | None = None,
+    num_samples: int = 1,
+    host_checks: bool = True,
+) -> torch.Tensor:
+    """:func:`flashsampling.sample` through the ``flashsampling::sample`` op (traceable by ``torch.compile``).
+
+    Draws tokens from ``softmax(hidden @ weight.T / temperature)`` without writing the logits; the same tokens
+    as :func:`flashsampling.sample` for the same seed.
+
+    Parameters
+    ----------
+    hidden : torch.Tensor, shape (B, D), bf16/fp16/fp32
+    weight : torch.Tensor, shape (V, D), same dtype and device
+    temperature : float >= 0 or torch.Tensor of shape (B,)
+        ``0`` is greedy.
+    seed : int in [0, 2**64), 0-dim torch.int64 tensor (its 64 bits), or None
+    num_samples : int >= 1
+    host_checks : bool
+        As in :func:`flashsampling.sample` (one synchronization that reports NaN/inf logits and bad temperatures).
+
+    Returns
+    -------
+    torch.Tensor, int64, shape (B, num_samples)
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad arguments, named in the message.
+    NotImplementedError
+        Called during CUDA-graph capture (the seed would be frozen into the graph).
+    """
+    temperature, temperature_value = _split_temperature(temperature)
+    return _sample_op(hidden, weight, temperature, temperature_value, _seed_tensor(seed),
+                      _check_num_samples(num_samples), _check_bool("host_checks", host_checks))
+
+
+def sample_from_logits(
+    logits: torch.Tensor,
+    *,
+    temperature: float | torch.Tensor = 1.0,
+    seed: int | torch.Tensor | None = None,
+    num_samples: int = 1,
+    host_checks: bool = True,
+) -> torch.Tensor:
+    """:func:`flashsampling.sample_from_logits` through the ``flashsampling::sample_from_logits`` op.
+
+    Draws tokens from ``softmax(logits / temperature)``; the same tokens as
+    :func:`flashsampling.sample_from_logits` for the same seed.
+
+    Parameters
+    ----------
+    logits : torch.Tensor, shape (B, V), bf16/fp16/fp32
+    temperature, seed, num_samples, host_checks
+        As in :func:`sample`.
+
+    Returns
+    -------
+    torch.Tensor, int64, shape (B, num_samples)
+    """
+    temperature, temperature_value = _split_temperature(temperature)
+    return _sample_from_logits_op(logits, temperature, temperature_value, _seed_tensor(seed),
+                                  _check_num_samples(num_samples), _check_bool("host_checks", host_checks))
+
+
+def _split_temperature(temperature) -> tuple[torch.Tensor | None, float]:
+    """A tensor goes to the op's ``temperature``; a number to ``temperature_value`` (checked by the sampler)."""
+    if isinstance(temperature, torch.Tensor):
+        return temperature, 1.0
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise TypeError(f"temperature must be a float or a tensor, got {type(temperature).__name__}")
+    return None, float(temperature)
+
+
+def _seed_tensor(seed) -> torch.Tensor:
+    """The op's seed: a 0-dim int64 tensor whose two's-complement bits are the 64-bit seed."""
+    if isinstance(seed, torch.Tensor):
+        if seed.dim() != 0 or seed.dtype != torch.int64:
+            raise TypeError(f"a tensor seed must be a 0-dim torch.int64 tensor, got dtype={seed.dtype} and shape "
+                            f"{tuple(seed.shape)}")
+        return seed
+    if seed is None:
+        # The draw of flashsampling.sample(seed=None): two 32-bit words from torch's default CPU generator.
+        hi, lo = torch.randint(0, 2**32, (2,), dtype=torch.int64).tolist()
+        seed = (hi << 32) | lo
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int in [0, 2**64), a 0-dim int64 tensor or None, got {type(seed).__name__}")
+    seed = int(seed)
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed={seed} is out of range; it must be in [0, 2**64)")
+    return torch.tensor(seed - 2**64 if seed >= 2**63 else seed, dtype=torch.int64)
+
+
+def _host_seed(seed: torch.Tensor) -> int:
+    """The seed tensor's value as an int in ``[0, 2**64)``, read on the host (refused during CUDA-graph capture)."""
+    if seed.dim() != 0 or seed.dtype != torch.int64:
+        raise TypeError(f"seed must be a 0-dim torch.int64 tensor, got dtype={seed.dtype} and shape "
+                        f"{tuple(seed.shape)}")
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise NotImplementedError(
+            "flashsampling ops read the seed on the host, which would freeze it into a captured CUDA graph; "
+            "replaying with a new seed needs a seed read by the kernel (not implemented yet)"
+        )
+    return int(seed.item()) & _MASK64
+
+
+def _check_num_samples(num_samples) -> int:
+    if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral):
+        raise TypeError(f"num_samples must be an int >= 1, got {type(num_samples).__name__}")
+    if num_samples < 1:
+        raise ValueError(f"num_samples={num_samples} must be >= 1")
+    return int(num_samples)
+
+
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def _check_2d(**tensors: torch.Tensor) -> None:
+    """Shape checks the fake implementation needs to state the output's shape (the rest run in the sampler)."""
+    for name, t in tensors.items():
+        if t.dim() != 2:
+            raise ValueError(f"{name} must have 2 dimensions, got shape {tuple(t.shape)}")
+    if "hidden" in tensors and tensors["hidden"].shape[1] != tensors["weight"].shape[1]:
+        raise ValueError(f"hidden has D={tensors['hidden'].shape[1]} columns but weight has "
+                         f"D={tensors['weight'].shape[1]}; shapes are (B, D) and (V, D)")
