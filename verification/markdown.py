@@ -93,7 +93,7 @@ def report_page(doc: dict[str, Any]) -> str:
         "",
         f"- command: `{doc['command']}`",
         f"- started {doc['started']}, {doc['seconds']:.0f} s"
-        + (f" (budget {doc['budget_s']:g} s)" if doc.get("budget_s") else ""),
+        + (f" (budget {doc['args']['budget']:g} s)" if doc.get("args", {}).get("budget") else ""),
         f"- kernels: {doc['mode']}; {len(doc['variants'])} variants x {len(doc['cases'])} cases, "
         f"{sum(1 for r in doc['runs'] if not r['skipped'])} runs",
     ]
@@ -107,7 +107,7 @@ def report_page(doc: dict[str, Any]) -> str:
         out.append("- " + "; ".join(extra) + " (sections below; they do not enter the family)")
     if failed:
         out += ["", "## Failed tests", ""]
-        out += table(["variant", "case"] + header, _test_rows(failed, with_case=True), "llrrrrrll")
+        out += table(["variant", "case"] + header, _test_rows(failed, with_case=True), "lllrrrrll")
     by_case: dict[str, list[dict[str, Any]]] = {}
     for t in tests:
         by_case.setdefault(t["case"], []).append(t)
@@ -117,7 +117,7 @@ def report_page(doc: dict[str, Any]) -> str:
         out += ["", f"## `{case['name']}`: {case['description']}", ""]
         if case.get("plot"):
             out += [f"![{case['name']}]({case['plot']})", ""]
-        out += table(["variant"] + header, _test_rows(by_case[case["name"]], with_case=False), "lrrrrrll")
+        out += table(["variant"] + header, _test_rows(by_case[case["name"]], with_case=False), "llrrrrll")
     out += ["", "## Runs", "", "Draws per (variant, case) and the seconds they took to draw and test.", ""]
     out += table(
         ["variant", "layer", "case", "draws", "maxima", "seconds", "verdict"],

@@ -116,7 +116,7 @@ def run_suite(samples, case: Case, *, alpha: float = 1e-3, power: float = 0.99, 
     TypeError
         ``samples`` are counts and ``paired`` is set (pairs need the draws in order).
     """
-    alpha = check_alpha(alpha)
+    alpha = family.alpha if family is not None else check_alpha(alpha)
     power = check_power(power, alpha)
     if paired and isinstance(samples, Counts):
         raise TypeError("samples must be the draws in order (not Counts) when paired=True")
