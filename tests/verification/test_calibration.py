@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from verification import calibration
-from verification.markdown import calibration_page
 from verification.budget import budget
+from verification.markdown import calibration_page
 
 SPECS = calibration.specs()
 NULL = budget("verification.calibration.null")
