@@ -21,7 +21,18 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import flashsampling
+
+from . import report
+from .audit import format_audit, run_audit
+from .cases import battery
+from .engine import plan_runs, run_battery
+from .mutants import format_table as format_mutants
+from .mutants import run_mutants
+from .variants import registry
 
 #: Seconds reserved, within a budget, for what follows the report (printing, the interpreter's exit).
 EXIT_SECONDS = 0.5
@@ -41,34 +52,24 @@ def _process_start() -> float:
         return now
 
 
-def _budget(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text!r}")
-    return v
+def _checked(convert: Callable[[str], float], ok: Callable[[float], bool], requirement: str):
+    """An argparse type: ``convert(text)`` if it succeeds and ``ok`` holds, else the message ``must be ...``."""
+
+    def parse(text: str):
+        try:
+            v = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
+        return v
+
+    return parse
 
 
-def _alpha(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}") from None
-    if not 0.0 < v < 1.0:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text!r}")
-    return v
-
-
-def _seed(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if not 0 <= v < 2**62:
-        raise argparse.ArgumentTypeError(f"must be in [0, 2**62), got {text!r}")
-    return v
+_budget = _checked(float, lambda v: math.isfinite(v) and v > 0, "a finite number of seconds > 0")
+_alpha = _checked(float, lambda v: 0.0 < v < 1.0, "a number in (0, 1)")
+_seed = _checked(int, lambda v: 0 <= v < 2**62, "an integer in [0, 2**62)")
 
 
 def _names(text: str) -> list[str]:
@@ -110,13 +111,6 @@ def main(argv: list[str] | None = None) -> int:
     t_start = _process_start() if argv is None else time.perf_counter()
     ap = build_parser()
     args = ap.parse_args(argv)
-
-    import flashsampling
-
-    from . import report
-    from .cases import battery
-    from .engine import plan_runs, run_battery
-    from .variants import registry
 
     variants = _select(ap, "--variants", args.variants, registry(), registry())
     all_cases = battery(large=True)
@@ -179,14 +173,9 @@ def main(argv: list[str] | None = None) -> int:
             bar.close()
         audit_rows = mutant_rows = None
         if args.audit:
-            from .audit import format_audit, run_audit
-
             audit_rows = run_audit(alpha=args.alpha, budget_s=share, seed=args.seed)
             print(format_audit(audit_rows))
         if args.mutants:
-            from .mutants import format_table as format_mutants
-            from .mutants import run_mutants
-
             mutant_rows = run_mutants(alpha=args.alpha, budget_s=share, seed=args.seed)
             print(format_mutants(mutant_rows))
         print(report.format_table(result))

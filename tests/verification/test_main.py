@@ -12,11 +12,11 @@ import json
 import numpy as np
 import pytest
 
-import verification.engine
-import verification.variants
+import verification.__main__ as job
 from flashsampling.reference import sample_inverse_cdf
 from verification.__main__ import main
 from verification.budget import budget
+from verification.engine import FIRST_BATCH
 from verification.variants import Variant
 
 B = budget("verification.main.exact")
@@ -31,7 +31,7 @@ def no_draws(monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("the battery started before the arguments were checked")
 
-    monkeypatch.setattr(verification.engine, "run_battery", never)
+    monkeypatch.setattr(job, "run_battery", never)
 
 
 BAD = [
@@ -93,7 +93,7 @@ def test_a_run_writes_its_report_and_ctrl_c_withdraws_it(tmp_path, monkeypatch, 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(verification.engine, "run_battery", interrupted)
+    monkeypatch.setattr(job, "run_battery", interrupted)
     assert main([*GOOD, "--out", str(out)]) == 130
     js = json.loads((out / "report.json").read_text())
     assert js["status"] == "interrupted" and js["passed"] is None
@@ -105,7 +105,7 @@ def test_a_budgeted_run_records_its_budget(tmp_path):
     assert main([*GOOD, "--budget", "3", "--out", str(out)]) == 0
     js = json.loads((out / "report.json").read_text())
     assert js["args"]["budget"] == 3.0 and js["timing"]["battery_budget_s"] > 0
-    assert all(r["n"] >= verification.engine.FIRST_BATCH for r in js["runs"])
+    assert all(r["n"] >= FIRST_BATCH for r in js["runs"])
 
 
 def test_a_failing_test_exits_1(tmp_path, monkeypatch):
@@ -114,9 +114,9 @@ def test_a_failing_test_exits_1(tmp_path, monkeypatch):
         p = np.exp(z - z.max())
         return sample_inverse_cdf(p / p.sum(), n, np.random.default_rng(seed))
 
-    hot = [c for c in verification.variants.registry() if c.name == "reference-inverse-cdf"]
+    hot = [c for c in job.registry() if c.name == "reference-inverse-cdf"]
     planted = Variant("temperature-ignored", "control", cold, 400_000_000)
-    monkeypatch.setattr(verification.variants, "registry", lambda: hot + [planted])
+    monkeypatch.setattr(job, "registry", lambda: hot + [planted])
     out = tmp_path / "report"
     argv = ["--variants", "temperature-ignored", "--cases", "hot-V1000-T2", "--no-progress", "--no-plots"]
     assert main([*argv, "--out", str(out), "--seed", str(budget("verification.main.planted").seed)]) == 1
