@@ -134,3 +134,17 @@ def test_bad_arguments_raise_before_any_draw(kwargs, exc, match):
     args = {"variants": [Variant("toy-never", "control", never, 1000)], "cases": [NORMAL], **kwargs}
     with pytest.raises(exc, match=match):
         run_battery(args.pop("variants"), args.pop("cases"), **args)
+
+
+def test_the_registry_declares_what_each_variant_cannot_run():
+    """A pair the registry's ``applies`` leaves out is one its sampler refuses (checked before any kernel work),
+    so the main job's family size is right before the first draw."""
+    from verification.cases import battery
+    from verification.variants import registry
+
+    cases = battery()
+    left_out = [(v, c) for v in registry() for c in cases if c.num_categories <= v.max_vocab and not v.applies(c)]
+    assert ("kernel-fused-matmul", "masked-V1000") in [(v.name, c.name) for v, c in left_out]
+    for v, c in left_out:
+        with pytest.raises(NotImplementedError):
+            v.sample(c, 64, 0)
