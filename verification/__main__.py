@@ -36,6 +36,9 @@ from .variants import registry
 
 #: Seconds reserved, within a budget, for what follows the report (printing, the interpreter's exit).
 EXIT_SECONDS = 0.5
+#: Below this fraction of its share left for the runs, a budget is reported as too small: the runs'
+#: pilot batches alone then take longer (see verification.engine: 14-28 s for the CPU battery).
+FLOOR_SHARE = 0.25
 
 
 def _process_start() -> float:
@@ -159,14 +162,22 @@ def main(argv: list[str] | None = None) -> int:
             if not args.no_plots:
                 big = max(cases, key=lambda c: c.num_categories)
                 reserve += (len(cases) + 1) * report.plot_seconds(big, len(variants))
-            battery_s = max(1e-3, share - (time.perf_counter() - t_start) - reserve)
+            elapsed = time.perf_counter() - t_start
+            battery_s = share - elapsed - reserve
+            head["timing"] = {"report_reserve_s": reserve}
+            if battery_s < FLOOR_SHARE * share:
+                print(f"warning: --budget {args.budget:g} s leaves {max(battery_s, 0):.1f} s for the runs after the "
+                      f"start ({elapsed:.0f} s) and the plots ({reserve:.0f} s); each run still draws one pilot "
+                      f"batch, so the job will take longer", file=sys.stderr)  # fmt: skip
+            battery_s = max(1e-3, battery_s)
 
         def progress(result) -> None:
             if bar is not None:
                 bar.set_postfix_str(result.run.name, refresh=False)
                 bar.update(1)
 
-        head["timing"] = {"before_battery_s": time.perf_counter() - t_start, "battery_budget_s": battery_s}
+        head["timing"] = {**head.get("timing", {}), "before_battery_s": time.perf_counter() - t_start,
+                          "battery_budget_s": battery_s}  # fmt: skip
         result = run_battery(variants, cases, alpha=args.alpha, budget_s=battery_s, seed=args.seed, progress=progress)
         head["timing"]["battery_s"] = result.seconds
         if bar is not None:

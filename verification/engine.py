@@ -33,7 +33,8 @@ left would buy less than a quarter of its draws so far.  A run that ends early (
 leaves its time to the runs after it, and one that overruns (a slow pilot) takes it from them, so the
 runs go kernels first, then the control, then the twins (which can use any time left).  Testing
 happens inside the run's share.  The budget cannot go below one pilot batch per
-run: on 2 CPU cores with the interpreted kernels that floor is about 15 s for the CPU battery.  Batch
+run: the 26 interpreted kernel runs of the CPU battery take 14 s for theirs on 2 cores at a load
+average of 3, and 28 s at a load average of 8 (measured with ``--budget 30``).  Batch
 ``b`` of run ``r`` draws with seed ``seed + 1000 r + b`` (its maxima with ``+ 500``), so batches are
 independent streams; ``n`` depends on timing, never on the draws, so the tests keep their level.
 """
