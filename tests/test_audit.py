@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from verification import audit as A
-from verification.detection import run_suite
+from verification.suite import run_suite
 
 N = 20_000
 

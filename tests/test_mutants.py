@@ -19,7 +19,9 @@ import pytest
 from flashsampling.reference import softmax
 from verification import goodness_of_fit, tail_mass_test
 from verification import mutants as M
-from verification.detection import TEST_TITLES, plan_detection, run_suite, suite_names
+from verification.detection import plan_detection
+from verification.mutants import samplers as S
+from verification.suite import TEST_TITLES, run_suite, suite_names
 
 ALPHA = 1e-3
 NAMES = [m.name for m in M.MUTANTS]
@@ -45,7 +47,7 @@ def test_exact_sampler_passes_the_same_checks(name):
     m = M.mutant(name)
     case = m.the_case
     n = M.planned_n(name, ALPHA)
-    x = M.exact_inverse_cdf(case.logits, case.temperature, n, m.seed + M.EXACT_SEED_OFFSET)
+    x = S.exact_inverse_cdf(case.logits, case.temperature, n, m.seed + M.EXACT_SEED_OFFSET)
     fam = run_suite(x, case, alpha=ALPHA, paired=m.paired)
     assert fam.passed, fam.table()
 
@@ -95,14 +97,14 @@ def test_run_machinery_is_exact_on_structured_logits():
     """The max-of-M shortcuts (Gumbel + log M, Exp / M, max of uniform integers) reproduce exact draws."""
     z = np.r_[np.zeros(3), np.full(5000, -4.0), np.full(60, 1.5), np.full(10, -np.inf)]
     p = softmax(z)
-    for sampler in (M.exact_gumbel_runs, M.exact_race_runs):
+    for sampler in (S.exact_gumbel_runs, S.exact_race_runs):
         r = goodness_of_fit(sampler(z, 1.0, 60_000, 11), p, alpha=1e-4)
         assert r.passed, (sampler.__name__, r)
 
 
 def test_max_of_uniform_integers_has_the_law_of_a_maximum():
     rng = np.random.default_rng(5)
-    k = M._max_uniform_int(np.array([1, 3]), 200_000, 3, rng)  # 8 levels
+    k = S._max_uniform_int(np.array([1, 3]), 200_000, 3, rng)  # 8 levels
     for col, m in ((0, 1), (1, 3)):
         cdf = ((np.arange(8) + 1) / 8.0) ** m
         obs = np.bincount(k[:, col].astype(np.int64), minlength=8) / k.shape[0]
@@ -110,8 +112,8 @@ def test_max_of_uniform_integers_has_the_law_of_a_maximum():
 
 
 def test_round_bf16_keeps_8_significant_bits():
-    assert M.round_bf16([1.0, 1.0 + 2**-9, 1.0 + 3 * 2**-9, 30.05]).tolist() == [1.0, 1.0, 1.0 + 2**-7, 30.0]
-    assert np.isinf(M.round_bf16(np.inf))
+    assert S.round_bf16([1.0, 1.0 + 2**-9, 1.0 + 3 * 2**-9, 30.05]).tolist() == [1.0, 1.0, 1.0 + 2**-7, 30.0]
+    assert np.isinf(S.round_bf16(np.inf))
 
 
 def test_plan_sees_nothing_in_an_exact_law():

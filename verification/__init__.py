@@ -18,6 +18,23 @@ Every test (``verification.stats.*``) states two error rates: ``alpha``, the pro
 exact sampler fails, and ``power``, the probability that a sampler off by at least the reported
 ``min_detectable`` deviation fails; each has a planning twin (the deviation detectable at ``n``, and
 the ``n`` for a deviation).  ``Family`` applies Holm's correction under a declared family-wise alpha.
+
+Modules
+-------
+* ``stats/`` - one module per test family, each with its planning twins;
+* ``planning``, ``binning`` - sample sizes and detectable deviations; the pooling rule;
+* ``counts``, ``results``, ``family`` - the histogram every test reads; result objects; Holm;
+* ``cases``, ``variants`` - the main job's logits cases and the samplers it verifies;
+* ``suite`` - the tests one sampler faces on one case (``run_suite``);
+* ``engine`` - every (variant, case) through the suite into one family (``run_battery``);
+* ``report``, ``markdown`` - the report folder (report.md, report.json, plots); every markdown page;
+* ``__main__`` - the main job's command line (``python -m verification``);
+* ``detection`` - the draws at which the suite detects a sampler of known law;
+* ``mutants/`` - biased samplers modelled on real bugs, their laws, the catalogue and its runner;
+* ``audit`` - the suite run on samplers written elsewhere;
+* ``calibration``, ``planted`` - the suite measuring its own error rates, on planted deviations;
+* ``budget`` - seeds and sample sizes of the repository's statistical tests;
+* ``assertions``, ``pytest_plugin``, ``strategies``, ``speed`` - for users' tests; throughput.
 """
 
 from .assertions import assert_samples_match

@@ -1,6 +1,6 @@
 """Audit of samplers written elsewhere: the suite run on code no one here wrote.
 
-Each audited sampler draws from the cases below, the suite of :mod:`verification.detection` tests
+Each audited sampler draws from the cases below, the suite of :mod:`verification.suite` tests
 every (sampler, case), and one Holm family per sampler decides it at the family-wise ``alpha``: a
 sampler that is exact fails with probability at most ``alpha``.  The row reports whether it passed,
 the draws it was given, the smallest deviations it was tested to (the Pearson test's detectable total
@@ -56,10 +56,13 @@ from flashsampling.reference import softmax
 
 from .cases import Case
 from .family import Family
+from .markdown import audit_tables
 from .mutants import mutant_cases
+from .stats._binomial import detectable_shifts
 from .stats.tails import TailResult
+from .suite import run_suite, suite_names
 
-__all__ = ["AUDIT_CASES", "SAMPLERS", "AuditSampler", "audit_cases", "format_audit", "markdown", "run_audit"]
+__all__ = ["AUDIT_CASES", "SAMPLERS", "AuditSampler", "audit_cases", "format_audit", "run_audit"]
 
 #: Cap on draws per (sampler, case): 10**6 draws detect a total variation of about 0.01 at V = 1000.
 MAX_DRAWS = 1_000_000
@@ -411,8 +414,6 @@ def _audit_one(s: AuditSampler, cases: dict[str, Case], *, alpha: float, budget:
     # The warm-ups are not charged to the share: a first call that compiles for two minutes (FlashInfer's
     # JIT) would otherwise leave the minimum of draws, and a test with little power.
     draws = _shares(costs, max(0.0, budget - (time.perf_counter() - t0 - warmup)))
-    from .detection import run_suite, suite_names
-
     size = sum(len(suite_names(c)) for c in cases.values())
     fam = Family(alpha=alpha, size=size, name=s.name)
     per_case = []
@@ -462,8 +463,6 @@ def _mechanism(s: AuditSampler) -> str:
 
 def _deficit(r: TailResult) -> float | None:
     """Smallest relative tail *deficit* the two-sided tail test detects (its 'less' side); ``None``: none is."""
-    from .stats._binomial import detectable_shifts
-
     down, _ = detectable_shifts(r.n, r.tail_mass, r.alpha, r.power, "two-sided")
     return float(down / r.tail_mass) if math.isfinite(down) else None
 
@@ -531,35 +530,6 @@ def format_audit(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
-    """Markdown tables of :func:`run_audit` rows: one summary line per sampler, then draws per case."""
-    out = [
-        "| sampler | origin | verdict | draws | TV tested to (normal-V1000) | tail deficit tested to | failure |",
-        "|---|---|---|---:|---:|---:|---|",
-    ]
-    for r in rows:
-        if not r.get("available"):
-            out.append(f"| `{r['sampler']}` | - | skipped | - | - | - | {r['skipped']} |")
-            continue
-        tail = r["smallest_tail_deficit"]
-        detailed = [f for f in r["failures"] if "; " in f] or r["failures"]
-        fail = " / ".join(detailed[:2]) if detailed else "-"
-        out.append(
-            f"| `{r['sampler']}` | {r['origin']} | {'pass' if r['passed'] else '**FAIL**'} | {r['draws']:,} | "
-            f"{r['smallest_tv']:.3g} | {'untested' if tail is None else f'{tail:.3g}'} | {fail} |"
-        )
-    live = [r for r in rows if r.get("available")]
-    if live:
-        names = [c["case"] for c in live[0]["cases"]]
-        out += ["", "Draws per case (a case that failed is marked `FAIL`):", ""]
-        out.append("| sampler | " + " | ".join(names) + " |")
-        out.append("|---|" + "---:|" * len(names))
-        for r in live:
-            cells = [f"{c['n']:,}" + ("" if c["passed"] else " FAIL") for c in r["cases"]]
-            out.append(f"| `{r['sampler']}` | " + " | ".join(cells) + " |")
-    return "\n".join(out)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m verification.audit", description=__doc__.split("\n\n")[0])
     ap.add_argument("--alpha", type=float, default=1e-3)
@@ -582,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(rows, f, indent=1, default=float)
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(markdown(rows) + "\n")
+            f.write("\n".join(audit_tables(rows)) + "\n")
     return 0
 
 

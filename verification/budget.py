@@ -87,6 +87,16 @@ _ENTRIES = (
     _B("verification.independence.exact", seed=1901, n=20_000, alpha=1e-6),
     _B("verification.independence.planted", seed=1902, n=20_000, alpha=1e-6, kind="planted"),
     _B("verification.independence.serial", seed=1903, n=40_000, alpha=1e-6, kind="planted"),
+    # tests/verification/test_engine.py: five batteries of exact toy variants that must pass (family-wise
+    # alpha 1e-3 each); planted: maxima 1 nat high and an ignored temperature must fail.
+    _B("verification.engine.exact", seed=3100, n=20_000, alpha=5 * 1e-3),
+    _B("verification.engine.planted", seed=3100, n=20_000, alpha=1e-3, kind="planted"),
+    # tests/verification/test_report.py: five batteries of the exact toy variant that must pass.
+    _B("verification.report.exact", seed=3200, n=20_000, alpha=5 * 1e-3),
+    # tests/verification/test_main.py: the reference on tiny-V3 (three runs), and a planted run whose
+    # sampler ignores the temperature on hot-V1000-T2.
+    _B("verification.main.exact", seed=3301, n=2_000_000, alpha=3 * 1e-3),
+    _B("verification.main.planted", seed=3301, n=400_000, alpha=1e-3, kind="planted"),
     # tests/verification/test_calibration.py: each calibration check is a test at level 1e-3;
     # 11 tests x (KS + 2 rates) and 39 power checks (planted biases at alpha = 1e-3).
     _B("verification.calibration.null", seed=20240601, n=500, alpha=33 * 1e-3),

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import check_int, check_samples
+from ._validate import check_int, check_samples, to_numpy
 
 #: Draws counted per ``np.bincount`` call in :func:`count_samples`; bounds the temporary int64 copy
 #: (8 bytes a draw) made for narrower integer dtypes to 128 MiB.
 COUNT_CHUNK = 1 << 24
+#: Largest count a histogram entry may hold (int64 sums of counts must not overflow).
+_MAX_COUNT = 1 << 62
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,10 +36,35 @@ class Counts:
         ``histogram[i]`` is the number of draws equal to ``i``.
     out_of_range : int
         Draws outside ``[0, V)`` (impossible outcomes of any distribution on ``V`` categories).
+
+    Raises
+    ------
+    TypeError
+        ``histogram`` is not numeric (or is boolean); ``out_of_range`` is not an integer.
+    ValueError
+        ``histogram`` is not 1-D, is empty, or holds a negative or non-integer count; ``out_of_range < 0``.
     """
 
     histogram: np.ndarray
     out_of_range: int = 0
+
+    def __post_init__(self) -> None:
+        # A hand-built histogram is checked as draws would be: counts are whole and >= 0 (a negative
+        # count would let a chi-square statistic cancel a real excess, and g_test would take its log).
+        h = to_numpy(self.histogram, "histogram")
+        if h.dtype == np.bool_ or not (np.issubdtype(h.dtype, np.integer) or np.issubdtype(h.dtype, np.floating)):
+            raise TypeError(f"histogram must hold integer counts, got dtype={h.dtype}")
+        if h.ndim != 1 or h.size == 0:
+            raise ValueError(f"histogram must be 1-D with one count per category, got shape={h.shape}")
+        if np.issubdtype(h.dtype, np.floating):
+            if not (np.isfinite(h).all() and (h == np.floor(h)).all()):
+                raise ValueError("histogram must hold whole counts, got a non-integer entry")
+            if (h > _MAX_COUNT).any():
+                raise ValueError(f"histogram must hold counts below 2**62, got max={float(h.max())!r}")
+        if (h < 0).any():
+            raise ValueError(f"histogram must hold counts >= 0, got min={int(h.min())}")
+        object.__setattr__(self, "histogram", h.astype(np.int64, copy=False))
+        object.__setattr__(self, "out_of_range", check_int(self.out_of_range, "out_of_range", minimum=0))
 
     @property
     def num_categories(self) -> int:

@@ -1,35 +1,11 @@
-"""The suite one sampler faces on one case, and the number of draws at which it detects a known deviation.
+"""The number of draws at which the suite detects a sampler whose exact law is known.
 
-The suite
----------
-For a case (logits, temperature, exact target ``p = softmax(z / T)``) the suite is the family of tests
-
-=====================  ===========================================================================
-name                   test
-=====================  ===========================================================================
-``pearson``            Pearson chi-square with pooling (:func:`verification.goodness_of_fit`)
-``g-test``             likelihood-ratio G-test with the same pooling
-``cdf-index``          DKWM envelope of the CDF in vocabulary order (dropped tiles, off-by-one)
-``cdf-descending``     DKWM envelope in order of decreasing probability (head vs tail)
-``categories``         per-category exact binomial tests with Holm over V (a missing token)
-``tail``               two-sided exact binomial test of the tail mass (cases with a far tail)
-``ties``               lower- vs upper-half test on tied logits (flat cases)
-``pairs``              contingency chi-square of draws ``2j`` and ``2j + 1`` (paired layouts)
-=====================  ===========================================================================
-
-decided together by Holm's procedure at a family-wise ``alpha``: a correct sampler fails any of the
-``m`` tests with probability at most ``alpha``.  The tail test is two-sided here (a capped noise
-starves the tail, a uniform that rounds to 1 floods it).  *Paired* layouts interleave two streams
-that must be independent (rows 0 and 1 of a batch, samples ``s`` and ``s + 1``): draw ``2j`` and
-draw ``2j + 1`` are one pair.
-
-Planning against a known alternative
-------------------------------------
 Given the exact law ``q`` of a biased sampler (and, for paired layouts, the joint law of a pair),
-:func:`plan_detection` returns, for every test of the suite, the smallest ``n`` at which that test
-alone rejects with probability ``>= power`` at level ``alpha / m``.  Holm rejects every hypothesis
-that Bonferroni (``alpha / m``) rejects, so the family flags the sampler with at least that power:
-the suite's ``n`` is the minimum over its tests.  Each test uses its own planning twin:
+:func:`plan_detection` returns, for every test of the suite (:mod:`verification.suite`), the smallest
+``n`` at which that test alone rejects with probability ``>= power`` at level ``alpha / m``.  Holm
+rejects every hypothesis that Bonferroni (``alpha / m``) rejects, so the family flags the sampler with
+at least that power: the suite's ``n`` is the minimum over its tests.  Each test uses its own planning
+twin:
 
 * chi-square tests: the noncentrality ``lambda = n chi2(q_b || p_b)`` over the bins that the pooling
   rule forms at ``n`` (the planning module's law with the actual divergence instead of the worst-case
@@ -58,30 +34,15 @@ import numpy as np
 from ._validate import check_alpha, check_power
 from .binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
 from .cases import Case
-from .family import Family
 from .planning import chi2_noncentrality, smallest_n
 from .stats._binomial import detectable_shifts
-from .stats.categories import category_min_detectable_shift, category_required_samples, category_test
-from .stats.cdf import category_order, cdf_required_samples, dkwm_cdf_test
-from .stats.gof import g_test, goodness_of_fit
-from .stats.independence import MAX_BUCKETS, serial_independence_test
-from .stats.tails import tail_mass_test
-from .stats.ties import tie_bias_test, tie_required_samples
+from .stats.categories import category_min_detectable_shift, category_required_samples
+from .stats.cdf import category_order, cdf_required_samples
+from .stats.independence import MAX_BUCKETS
+from .stats.ties import tie_required_samples
+from .suite import suite_names
 
-__all__ = ["Detection", "plan_detection", "run_suite", "suite_names", "TEST_TITLES"]
-
-#: Human-readable title of each suite test.
-TEST_TITLES = {
-    "pearson": "Pearson chi-square",
-    "g-test": "G-test",
-    "cdf-index": "DKWM CDF (index order)",
-    "cdf-descending": "DKWM CDF (descending p)",
-    "categories": "per-category binomial",
-    "tail": "tail mass (two-sided)",
-    "ties": "tie bias",
-    "pairs": "independence of pairs",
-    "impossible": "impossible draw (every test)",
-}
+__all__ = ["Detection", "plan_detection"]
 
 #: Simulated observed margins per candidate n when planning the pairs test (see ``_pairs_n``).
 _PAIR_PARTITIONS = 400
@@ -91,78 +52,6 @@ _PAIR_MAX_CELLS = 4096
 #: Most-shifted categories examined when planning the per-category test (the rest shift less per
 #: standard error, so they need more draws).
 _CATEGORY_CANDIDATES = 6
-
-
-def suite_names(case: Case, *, paired: bool = False) -> list[str]:
-    """Names of the tests the suite runs on ``case`` (see the module docstring), in a fixed order."""
-    names = ["pearson", "g-test", "cdf-index", "cdf-descending", "categories"]
-    if case.tail_gap is not None:
-        names.append("tail")
-    if case.flat:
-        names.append("ties")
-    if paired:
-        names.append("pairs")
-    return names
-
-
-def run_suite(samples, case: Case, *, alpha: float = 1e-3, power: float = 0.99, paired: bool = False,
-              family: Family | None = None, prefix: str = "") -> Family:  # fmt: skip
-    """Run the suite on ``samples`` of ``case`` and decide it by Holm at family-wise ``alpha``.
-
-    Fails (``not family.passed``) if any test's Holm-adjusted p-value is ``<= alpha``.  Guarantee:
-    (a) an exact sampler (iid draws; pairs independent) fails with probability at most ``alpha``;
-    (b) each member's ``min_detectable`` is stated at the Bonferroni level ``alpha / m``.
-
-    Parameters
-    ----------
-    samples : array_like of int, shape (n,)
-    case : Case
-    alpha, power : float
-        Family-wise false-alarm rate; power at which each member states its detectable deviation.
-    paired : bool
-        Add the independence test of draws ``2j`` and ``2j + 1``.
-    family : Family, optional
-        Add the results to this family (for example one audit family over several cases) instead of
-        a new one of size ``m``; its ``test_alpha`` is then the level of each test.
-    prefix : str
-        Prefix of the member names (``"<prefix><test>"``).
-
-    Returns
-    -------
-    Family
-    """
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
-    names = suite_names(case, paired=paired)
-    fam = family if family is not None else Family(alpha=alpha, size=len(names), name=case.name)
-    a = fam.test_alpha
-    x = np.asarray(samples)
-    p = case.probs
-    v = case.num_categories
-    for name in names:
-        if name == "pearson":
-            r = goodness_of_fit(x, p, alpha=a, power=power)
-        elif name == "g-test":
-            r = g_test(x, p, alpha=a, power=power)
-        elif name == "cdf-index":
-            r = dkwm_cdf_test(x, p, order="index", alpha=a, power=power)
-        elif name == "cdf-descending":
-            r = dkwm_cdf_test(x, p, order="descending", alpha=a, power=power)
-        elif name == "categories":
-            r = category_test(x, p, alpha=a, power=power)
-        elif name == "tail":
-            r = tail_mass_test(x, p, case.tail_mask(), alternative="two-sided", alpha=a, power=power)
-        elif name == "ties":
-            r = tie_bias_test(x, v, support=np.isfinite(case.logits), alpha=a, power=power)
-        else:
-            r = serial_independence_test(x, v, lag=1, alpha=a, power=power)
-        fam.add(prefix + name, r)
-    return fam
-
-
-# --------------------------------------------------------------------------------------------
-# Planning against a known alternative
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

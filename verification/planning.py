@@ -76,13 +76,18 @@ CHI2_MISS_SAFETY = 0.5
 #: 2**62 draws, and int64 counts would overflow).
 MAX_SAMPLES = 1 << 62
 
+#: Largest sample size the binomial planners search: scipy's binomial quantile returns NaN from
+#: n = 1e16 on (measured with scipy 1.17), so their searches stop below it.
+BINOMIAL_MAX_SAMPLES = 10**15
+
 
 # ---------------------------------------------------------------------------------------------
 # Generic search
 # ---------------------------------------------------------------------------------------------
 
 
-def smallest_n(predicate: Callable[[int], bool], start: int = 1) -> int:
+def smallest_n(predicate: Callable[[int], bool], start: int = 1, *, what: str = "the target",
+               limit: int = MAX_SAMPLES) -> int:  # fmt: skip
     """An ``n >= start`` with ``predicate(n)`` true, found by doubling then bisection.
 
     The bisection assumes ``predicate`` is monotone; where it is not (discrete tests have saw-tooth
@@ -92,13 +97,15 @@ def smallest_n(predicate: Callable[[int], bool], start: int = 1) -> int:
     Raises
     ------
     ValueError
-        No ``n <= MAX_SAMPLES`` satisfies ``predicate``.
+        No ``n <= limit`` satisfies ``predicate`` (the message names ``what``, e.g. ``"tv=1e-15"``).
     """
     lo, hi = start - 1, max(start, 1)
+    if hi > limit:
+        raise ValueError(f"no sample size up to {limit:.3g} detects {what}")
     while not predicate(hi):
-        lo, hi = hi, hi * 2
-        if hi > MAX_SAMPLES:
-            raise ValueError(f"no sample size up to {MAX_SAMPLES} reaches the target")
+        lo, hi = hi, min(hi * 2, limit)
+        if lo >= limit:
+            raise ValueError(f"no sample size up to {limit:.3g} detects {what}")
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if predicate(mid):
@@ -106,6 +113,42 @@ def smallest_n(predicate: Callable[[int], bool], start: int = 1) -> int:
         else:
             lo = mid
     return hi
+
+
+def check_deviation(value, name: str, *, alpha: float, power: float, upper: float = 1.0, scale: float = 1.0,
+                    inclusive_upper: bool = True) -> float:  # fmt: skip
+    """A deviation in ``(0, upper]`` that some ``n <= MAX_SAMPLES`` can detect with ``power`` at level ``alpha``.
+
+    Any test on ``n`` draws compares the laws ``P^n`` and ``Q^n``, and
+    ``TV(P^n, Q^n) <= n TV(P, Q)`` (couple the draws one by one), while rejecting ``Q`` with probability
+    ``power`` and ``P`` with at most ``alpha`` needs ``TV(P^n, Q^n) >= power - alpha``.  Every deviation
+    measured here (total variation, Kolmogorov distance, a shift of one probability, a missing
+    probability) is attained by some ``Q`` at that total variation, so ``n >= (power - alpha) / value``:
+    a value below ``(power - alpha) / MAX_SAMPLES`` (about ``2e-19``) raises ``ValueError`` naming
+    ``name`` instead of a division by zero or a search that cannot end.  ``scale`` converts a relative
+    deviation (a fraction of a tail's mass) to the absolute one the bound is about.
+    """
+    v = check_fraction(value, name, upper=upper, inclusive_upper=inclusive_upper)
+    if (power - alpha) / (v * scale) > MAX_SAMPLES:
+        raise ValueError(f"{name}={value!r} is too small: detecting it needs more than 2**62 draws")
+    return v
+
+
+def planned_draws(n: float, name: str, value) -> int:
+    """``ceil(n)`` (at least 1) as the planned sample size; ``ValueError`` naming ``name=value`` when ``n``
+    exceeds ``MAX_SAMPLES``."""
+    if not n <= MAX_SAMPLES:
+        raise ValueError(f"{name}={value!r} is too small: detecting it needs more than 2**62 draws")
+    return max(1, math.ceil(n))
+
+
+def detectable(value: float, draws: str, test: str) -> float:
+    """``value`` (a public planner's detectable deviation) when finite; else ``ValueError``: the ``draws``
+    (``"n=3"``) are too few for ``test`` to detect any deviation of its kind with the requested power.
+    The planners raise rather than state a deviation that cannot exist (a total variation above 1)."""
+    if not math.isfinite(value):
+        raise ValueError(f"{draws} draws are too few: {test} detects no deviation at this alpha and power")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,11 +185,12 @@ def chi2_power(noncentrality: float, dof: int, alpha: float) -> float:
 def chi2_min_detectable_tv(effective_n: float, dof: int, alpha: float, power: float) -> float:
     """Smallest TV a chi-square test with ``lambda >= 4 * effective_n * tv**2`` detects: ``sqrt(lambda*/(4 n))``.
 
-    Values >= 1 mean no deviation is guaranteed to be detected.
+    ``inf`` when that exceeds 1 (no total variation is guaranteed to be detected) or ``dof < 1``.
     """
     if dof < 1:
         return math.inf
-    return math.sqrt(chi2_noncentrality(dof, alpha, power) / (4.0 * effective_n))
+    tv = math.sqrt(chi2_noncentrality(dof, alpha, power) / (4.0 * effective_n))
+    return tv if tv <= 1.0 else math.inf
 
 
 def required_samples(tv: float, num_categories: int, *, alpha: float = 1e-6, power: float = 0.99) -> int:
@@ -177,7 +221,7 @@ def required_samples(tv: float, num_categories: int, *, alpha: float = 1e-6, pow
     Raises
     ------
     ValueError, TypeError
-        An argument out of range (named in the message).
+        An argument out of range (named in the message), or a ``tv`` that needs more than ``2**62`` draws.
 
     Notes
     -----
@@ -194,12 +238,12 @@ def required_samples(tv: float, num_categories: int, *, alpha: float = 1e-6, pow
     >>> min_detectable_tv(n, 1000, alpha=1e-6, power=0.99) <= 0.01
     True
     """
-    tv = check_fraction(tv, "tv")
     v = check_int(num_categories, "num_categories", minimum=2)
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
+    tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     lam = chi2_noncentrality(v - 1, alpha, power)
-    n = max(1, math.ceil(lam / (4.0 * tv * tv)))
+    n = planned_draws(lam / (4.0 * tv * tv), "tv", tv)
     while chi2_min_detectable_tv(n, v - 1, alpha, power) > tv:  # guard against rounding in ceil
         n += 1
     return n
@@ -223,8 +267,15 @@ def min_detectable_tv(n: int, num_categories: int, *, alpha: float = 1e-6, power
 
     Returns
     -------
-    float
-        ``sqrt(lambda* / (4 n))``; a value >= 1 means nothing is guaranteed at this ``n``.
+    float in (0, 1]
+        ``sqrt(lambda* / (4 n))``.
+
+    Raises
+    ------
+    ValueError
+        ``n`` too small for any total variation (``sqrt(lambda* / (4 n)) > 1``): the function raises
+        rather than return an impossible TV; ``required_samples(1.0, V)`` is the smallest ``n`` that
+        detects something.  ``ValueError``/``TypeError`` for arguments out of range.
 
     Examples
     --------
@@ -235,7 +286,7 @@ def min_detectable_tv(n: int, num_categories: int, *, alpha: float = 1e-6, power
     v = check_int(num_categories, "num_categories", minimum=2)
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
-    return chi2_min_detectable_tv(n, v - 1, alpha, power)
+    return detectable(chi2_min_detectable_tv(n, v - 1, alpha, power), f"n={n}", "the chi-square test")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,14 +300,16 @@ def dkw_epsilon(n: int, rate: float) -> float:
 
 
 def dkw_min_detectable(n: int, alpha: float, power: float) -> float:
-    """Smallest Kolmogorov distance ``sup |G - F|`` the DKWM test detects: ``eps_alpha + eps_(1-power)``."""
-    return dkw_epsilon(n, alpha) + dkw_epsilon(n, 1.0 - power)
+    """Smallest Kolmogorov distance ``sup |G - F|`` the DKWM test detects: ``eps_alpha + eps_(1-power)``
+    (``inf`` above 1: no distance is guaranteed to be detected)."""
+    d = dkw_epsilon(n, alpha) + dkw_epsilon(n, 1.0 - power)
+    return d if d <= 1.0 else math.inf
 
 
 def dkw_required_samples(delta: float, alpha: float, power: float) -> int:
     """Smallest ``n`` with ``dkw_min_detectable(n, alpha, power) <= delta`` (closed form, then checked)."""
     root = math.sqrt(math.log(2.0 / alpha) / 2.0) + math.sqrt(math.log(2.0 / (1.0 - power)) / 2.0)
-    n = max(1, math.ceil((root / delta) ** 2))
+    n = planned_draws((root / delta) ** 2, "delta", delta)
     while dkw_min_detectable(n, alpha, power) > delta:
         n += 1
     return n
@@ -276,9 +329,10 @@ def ks_min_detectable(n: int, alpha: float, power: float) -> float:
     """Smallest Kolmogorov distance the exact KS test detects: ``c_alpha(n) + eps_(1-power)``.
 
     If ``sup |G - F| >= c + eps`` then passing needs ``sup |F_n - G| >= eps`` (triangle inequality),
-    which has probability at most ``2 exp(-2 n eps**2) = 1 - power`` (Massart 1990).
+    which has probability at most ``2 exp(-2 n eps**2) = 1 - power`` (Massart 1990).  ``inf`` above 1.
     """
-    return ks_critical_value(n, alpha) + dkw_epsilon(n, 1.0 - power)
+    d = ks_critical_value(n, alpha) + dkw_epsilon(n, 1.0 - power)
+    return d if d <= 1.0 else math.inf
 
 
 # ---------------------------------------------------------------------------------------------

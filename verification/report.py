@@ -1,232 +1,319 @@
-"""The main job's engine: run every variant on every case, test, correct for multiplicity, report.
+"""The main job's report folder: ``report.md`` first, ``report.json``, plots; written whole or not at all.
 
-For each (variant, case) it draws ``n`` samples (sized to the variant's CPU budget or to a GPU time
-budget), runs the applicable tests -- Pearson chi-square with pooling, the G-test, the DKWM CDF
-envelope, the two-sided tail-mass test on many-tail cases, the Gumbel-max KS test where a variant exposes
-its perturbed maxima, the tie-bias test on flat cases -- and puts all
-p-values of the run into one family with Holm's step-down correction at the declared family-wise
-``alpha``: a run on correct samplers fails with probability at most ``alpha`` in total.
+Layout of ``--out`` (default ``report/``)::
+
+    report.md               what a person reads first: the verdict, a table per case with the plot inline
+                            (:func:`verification.markdown.report_page`)
+    report.json             the same numbers, with timestamps, the command line, the arguments and the
+                            versions of python, numpy, scipy, torch, triton and flashsampling
+    plots/case-<name>.png   per case: observed vs exact frequency of the head tokens, and the mass beyond
+                            each rank (the pooled tail, never hidden by sparse per-token counts)
+    plots/pvalue-qq.png     every p-value against the uniform quantiles
+
+Writing is atomic: the folder is built beside the target (a hidden sibling) and swapped in with two
+renames, so the target holds one run's files and nothing of an earlier run.  :func:`begin` swaps in a
+folder that holds only a ``report.json`` with ``"status": "running"`` before the first draw, so a run
+stopped by Ctrl-C (:func:`interrupted`) or a crash leaves no earlier report claiming ``passed: true``.
+:func:`check_out` refuses a target that is a file or a non-empty folder without a ``report.json`` (the
+swap replaces the whole folder; ``--out .`` must not delete a checkout).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import importlib.metadata
+import io
 import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .cases import Case
-from .stats.cdf import dkwm_cdf_test
-from .stats.gof import g_test, goodness_of_fit
-from .stats.gumbel import gumbel_max_test
-from .stats.tails import tail_mass_test
-from .stats.ties import tie_bias_test
-from .variants import Variant
+from .engine import BatteryResult
+from .markdown import report_page
+
+__all__ = [
+    "begin",
+    "check_out",
+    "document",
+    "format_table",
+    "interrupted",
+    "plot_seconds",
+    "publish",
+    "versions",
+    "write_report",
+]
+
+#: Packages whose versions every report records.
+PACKAGES = ("numpy", "scipy", "torch", "triton", "flashsampling")
+#: Largest number of points drawn per curve of a case plot (a V = 151936 curve is thinned on a log grid).
+_PLOT_POINTS = 4000
 
 
-def holm_adjust(pvalues: np.ndarray) -> np.ndarray:
-    """Holm step-down adjusted p-values: reject test i at family-wise alpha iff adjusted_i <= alpha.
-
-    Holm (1979), "A simple sequentially rejective multiple test procedure", Scand. J. Statist. 6(2).
-    """
-    p = np.asarray(pvalues, dtype=np.float64)
-    m = p.size
-    order = np.argsort(p)
-    adj = np.empty(m)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        adj[i] = running
-    return adj
+def now() -> str:
+    """The current time, ISO 8601 in UTC to the second."""
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-@dataclass
-class Row:
-    variant: str
-    layer: str
-    case: str
-    test: str
-    n: int
-    statistic: float
-    pvalue: float
-    tested_mass: float
-    min_detectable: float
-    deviation: str
-    seconds: float
-    adjusted_pvalue: float = 1.0
-    passed: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _tests_for(case: Case, samples: np.ndarray, alpha_each: float, maxima: np.ndarray | None = None):
-    probs = case.probs
-    out = [goodness_of_fit(samples, probs, alpha=alpha_each), g_test(samples, probs, alpha=alpha_each)]
-    out.append(dkwm_cdf_test(samples, probs, alpha=alpha_each))
-    if case.tail_gap is not None:
-        # Two-sided: a starved tail (capped noise) and a flooded one (+inf noise from U = 1) both fail.
-        out.append(tail_mass_test(samples, probs, case.tail_mask(), alternative="two-sided", alpha=alpha_each))
-    if case.flat:
-        out.append(tie_bias_test(samples, case.num_categories, alpha=alpha_each))
-    if maxima is not None:
-        out.append(gumbel_max_test(maxima, case.logits, temperature=case.temperature, alpha=alpha_each))
+def versions() -> dict[str, str]:
+    """Versions of python and :data:`PACKAGES` (``"not installed"`` for a missing one)."""
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = getattr(sys.modules.get(name), "__version__", "not installed")
     return out
 
 
-def sample_size(variant: Variant, case: Case, budget_s: float | None, pilot_s_per_sample: float | None) -> int:
-    """Samples for one (variant, case): the variant's CPU budget in n*V units, or a share of a time budget."""
-    n = max(2_000, min(variant.cpu_max_n, variant.cpu_elements // case.num_categories))
-    if budget_s is not None and pilot_s_per_sample:
-        # 5e7 draws (400 MB of int64) per run at most: memory, not time, is then the limit.
-        n = int(min(50_000_000, max(2_000, budget_s / pilot_s_per_sample)))
-    return n
+def check_out(out: Path) -> Path:
+    """The report folder ``out``, resolved, if a report can replace it; else ``ValueError`` saying why.
 
-
-def run_battery(
-    variants: list[Variant],
-    cases: list[Case],
-    *,
-    alpha: float = 1e-3,
-    budget_s: float | None = None,
-    seed: int = 20261129,
-    progress: bool = True,
-) -> list[Row]:
-    """Run every variant on every case; returns one Row per test with Holm-adjusted verdicts."""
+    Accepted: a missing path whose parent can be created and written, or a folder that is empty or
+    holds a ``report.json`` (an earlier report), in a writable parent.
+    """
+    out = Path(out).expanduser().resolve()
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / "report.json").is_file():
+        raise ValueError(f"--out {out} is a folder with files but no report.json: a report would replace it whole")
     try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover
-        tqdm = None
-    pairs = [(v, c) for v in variants for c in cases if c.num_categories <= v.max_vocab]
-    it = tqdm(pairs, desc="verify", unit="run") if (progress and tqdm) else pairs
-    rows: list[Row] = []
-    share = None if budget_s is None else budget_s / max(1, len(pairs))
-    # The detectable deviations are stated at Holm's first-step level alpha / m (Bonferroni), the
-    # most conservative level any test of the family is held to; m is estimated before the run.
-    alpha_each = alpha / max(1, int(3.5 * len(pairs)))
-    for k, (variant, case) in enumerate(it):
-        if tqdm and progress:
-            it.set_postfix_str(f"{variant.name} / {case.name}")
-        run_seed = seed + 1000 * k
-        pilot = None
-        if share is not None:
-            try:  # the first call compiles kernels for this shape: warm up, then time a second pilot
-                variant.sample(case, 2_000, run_seed + 999_999)
-                t0 = time.perf_counter()
-                variant.sample(case, 2_000, run_seed + 999_998)
-            except NotImplementedError:
-                continue
-            pilot = (time.perf_counter() - t0) / 2_000
-        n = sample_size(variant, case, share, pilot)
-        t0 = time.perf_counter()
-        try:
-            samples = variant.sample(case, n, run_seed)
-        except NotImplementedError:
-            continue
-        maxima = None
-        if variant.maxima is not None and case.temperature > 0:
-            maxima = variant.maxima(case, n, run_seed + 500)
-        secs = time.perf_counter() - t0
-        for r in _tests_for(case, samples, alpha_each, maxima):
-            rows.append(
-                Row(
-                    variant=variant.name,
-                    layer=variant.layer,
-                    case=case.name,
-                    test=r.test,
-                    n=int(r.n),
-                    statistic=float(r.statistic),
-                    pvalue=float(r.pvalue),
-                    tested_mass=float(getattr(r, "tested_mass", 1.0)),
-                    min_detectable=float(r.min_detectable),
-                    deviation=r.deviation,
-                    seconds=secs,
-                    extra={"counts": np.bincount(samples, minlength=case.num_categories)},
-                )
-            )
-    adj = holm_adjust(np.array([r.pvalue for r in rows])) if rows else np.array([])
-    for r, a in zip(rows, adj):
-        r.adjusted_pvalue = float(a)
-        r.passed = bool(a > alpha)
-    return rows
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out.parent):
+            pass
+    except OSError as e:
+        raise ValueError(f"--out {out}: cannot write in {out.parent} ({e.strerror or e})") from None
+    return out
 
 
-def format_table(rows: list[Row]) -> str:
-    head = (
-        f"{'variant':22} {'case':20} {'test':22} {'n':>9} {'statistic':>11} {'p-value':>10} "
-        f"{'Holm p':>9} {'tested':>7} {'detects':>9}  verdict"
-    )
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(
-            f"{r.variant:22} {r.case:20} {r.test[:22]:22} {r.n:>9d} {r.statistic:>11.4g} {r.pvalue:>10.3g} "
-            f"{r.adjusted_pvalue:>9.3g} {r.tested_mass:>7.4f} {r.min_detectable:>9.3g}  "
-            f"{'pass' if r.passed else 'FAIL'}"
+def publish(out: Path, files: dict[str, str], write_more: Callable[[Path], None] | None = None) -> None:
+    """Replace the folder ``out`` by one holding exactly ``files`` (relative path -> text) and what
+    ``write_more(folder)`` writes, built aside and swapped in with two renames."""
+    out = Path(out)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    try:
+        for rel, text in files.items():
+            path = stage / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        if write_more is not None:
+            write_more(stage)
+        os.chmod(stage, 0o755)  # mkdtemp makes it 0o700
+        if out.exists():
+            os.replace(out, old / out.name)
+        os.replace(stage, out)
+    except BaseException:
+        if not out.exists() and (old / out.name).exists():
+            os.replace(old / out.name, out)  # put the earlier folder back
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _json(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, allow_nan=False, default=_plain) + "\n"
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, np.bool_):
+        return bool(x)
+    if isinstance(x, Path):
+        return str(x)
+    raise TypeError(f"not JSON-ready: {type(x).__name__}")
+
+
+def begin(out: Path, head: dict[str, Any]) -> None:
+    """Mark ``out`` as a run in progress: a folder holding only ``report.json`` with status ``running``."""
+    publish(out, {"report.json": _json({**head, "status": "running", "passed": None})})
+
+
+def interrupted(out: Path, head: dict[str, Any], reason: str) -> None:
+    """Mark ``out`` as a run that did not finish (``reason``, e.g. ``"KeyboardInterrupt"``); no verdict."""
+    publish(out, {"report.json": _json({**head, "status": "interrupted", "reason": reason, "passed": None,
+                                        "finished": now()})})  # fmt: skip
+
+
+def document(result: BatteryResult, head: dict[str, Any], cases: list[Case], *, mutants=None, audit=None,
+             plots: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The JSON-ready document of a finished run: ``head`` (timestamps, command, arguments, versions), the
+    family, every test, every run, and the mutants and audit rows when they ran."""
+    fam = result.family
+    plots = plots or {}
+    runs = []
+    for rr in result.runs:
+        members = result.members(rr.run)
+        runs.append(
+            {
+                "variant": rr.run.variant.name,
+                "layer": rr.run.variant.layer,
+                "case": rr.run.case.name,
+                "seed": rr.run.seed,
+                "n": rr.n,
+                "maxima": rr.maxima,
+                "batches": rr.batches,
+                "seconds": rr.seconds,
+                "skipped": rr.skipped,
+                "passed": None if rr.skipped else all(m.passed for _, m in members),
+            }
         )
-    return "\n".join(lines)
-
-
-def write_report(rows: list[Row], cases: list[Case], out: Path, *, alpha: float, meta: dict[str, Any]) -> None:
-    """JSON report and PNG plots (observed vs expected per case, with the pooled tail; p-value QQ)."""
-    out.mkdir(parents=True, exist_ok=True)
+    escaped = [m for m in (mutants or []) if m.get("ok") is False]
     doc = {
-        "family_alpha": alpha,
-        "correction": "Holm step-down over every test of the run",
-        "passed": all(r.passed for r in rows),
-        **meta,
-        "rows": [{k: v for k, v in r.__dict__.items() if k != "extra"} for r in rows],
+        **head,
+        "status": "finished",
+        "finished": now(),
+        "passed": bool(result.passed and not escaped),
+        "battery_passed": result.passed,
+        "family": {
+            "alpha": fam.alpha,
+            "size": fam.size,
+            "test_alpha": fam.test_alpha,
+            "power": result.power,
+            "correction": "Holm step-down over every test of the run",
+            "failed": len(fam.failures()),
+        },
+        "cases": [{"name": c.name, "description": c.description, "plot": plots.get(c.name)} for c in cases],
+        "runs": runs,
+        "tests": result.tests(),
+        "pvalue_plot": plots.get(""),
     }
-    (out / "report.json").write_text(json.dumps(doc, indent=2))
-    try:
-        import matplotlib
+    if mutants is not None:
+        doc["mutants"] = mutants
+    if audit is not None:
+        doc["audit"] = audit
+    return doc
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover
-        return
-    plots = out / "plots"
-    plots.mkdir(exist_ok=True)
-    by_case: dict[str, dict[str, np.ndarray]] = {}
-    for r in rows:
-        by_case.setdefault(r.case, {})[r.variant] = (r.extra["counts"], r.n)
+
+def write_report(out: Path, result: BatteryResult, head: dict[str, Any], cases: list[Case], *, mutants=None,
+                 audit=None, plots: bool = True) -> dict[str, Any]:  # fmt: skip
+    """Write the finished report folder (``report.md``, ``report.json``, ``plots/``) and return its document."""
+    case_list = [c for c in cases if any(rr.run.case.name == c.name and rr.counts is not None for rr in result.runs)]
+    names: dict[str, str] = {}
+    if plots:
+        names = {c.name: f"plots/case-{c.name}.png" for c in case_list}
+        names[""] = "plots/pvalue-qq.png"
+    doc = document(result, head, case_list, mutants=mutants, audit=audit, plots=names)
+    files = {"report.md": report_page(doc), "report.json": _json(doc)}
+
+    def draw(folder: Path) -> None:
+        if plots:
+            _plot(folder, result, case_list)
+
+    publish(out, files, draw)
+    return doc
+
+
+def _thin(x: np.ndarray) -> np.ndarray:
+    """Indices ``0 .. x.size - 1`` thinned to about ``_PLOT_POINTS`` on a log grid (all of them if fewer)."""
+    if x.size <= _PLOT_POINTS:
+        return np.arange(x.size)
+    return np.unique(np.geomspace(1, x.size, _PLOT_POINTS).astype(np.int64) - 1)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _case_figure(plt, case: Case, curves: list[tuple[str, np.ndarray, int]], target) -> None:
+    """One case's figure: head frequencies and the tail mass beyond each rank, each ``(label, histogram, n)``
+    of ``curves`` against the exact softmax; saved to ``target`` (a path or a file object)."""
+    p = case.probs
+    order = np.argsort(-p, kind="stable")
+    head = min(50, p.size)
+    ranks = np.arange(p.size)
+    keep = _thin(ranks)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    exp_tail = np.clip(1.0 - np.cumsum(p[order]), 1e-12, None)
+    for label, histogram, n in curves:
+        freq = histogram[order] / max(n, 1)
+        tail = np.clip(1.0 - np.cumsum(freq), 1e-12, None)
+        ax1.plot(ranks[:head], freq[:head], ".", ms=4, alpha=0.7, label=label)
+        ax2.step(ranks[keep], tail[keep], where="post", lw=1, alpha=0.7, label=label)
+    ax1.plot(ranks[:head], p[order][:head], "k-", lw=1, label="exact softmax")
+    ax2.step(ranks[keep], exp_tail[keep], "k-", where="post", lw=1.5, label="exact softmax")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("token rank by exact probability (head)")
+    ax1.set_ylabel("frequency")
+    ax2.set_yscale("log")
+    ax2.set_xlabel("token rank by exact probability")
+    ax2.set_ylabel("mass beyond rank (tail)")
+    ax1.set_title(f"{case.name}: head")
+    ax2.set_title("tail mass, observed vs exact")
+    ax2.legend(fontsize=6)
+    # Fixed margins: tight_layout measured every tick label of the log axes, half the figure's time.
+    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.12, top=0.93, wspace=0.22)
+    fig.savefig(target, dpi=110, format="png")
+    plt.close(fig)
+
+
+def plot_seconds(case: Case, curves: int) -> float:
+    """Seconds one figure of ``case`` with ``curves`` variants takes to draw here, now: two throwaway
+    figures, the first of which loads matplotlib and its fonts; the second one's time is returned."""
+    plt = _pyplot()
+    draws = np.bincount(np.arange(case.num_categories) % 7, minlength=case.num_categories)
+    curves_ = [(f"v{k}", draws, int(draws.sum())) for k in range(curves)]
+    _case_figure(plt, case, curves_, io.BytesIO())
+    t = time.perf_counter()
+    _case_figure(plt, case, curves_, io.BytesIO())
+    return time.perf_counter() - t
+
+
+def _plot(folder: Path, result: BatteryResult, cases: list[Case]) -> None:
+    """The case plots and the p-value QQ plot (matplotlib, Agg backend)."""
+    plt = _pyplot()
+    plots = folder / "plots"
+    plots.mkdir()
     for case in cases:
-        if case.name not in by_case:
-            continue
-        p = case.probs
-        order = np.argsort(-p, kind="stable")
-        head = min(50, len(p))
-        ranks = np.arange(len(p))
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-        # Tail mass beyond each rank: the pooled tail, never hidden by sparse per-token counts.
-        exp_tail = np.clip(1.0 - np.cumsum(p[order]), 0.0, None)
-        for variant, (counts, n) in by_case[case.name].items():
-            freq = counts[order] / max(n, 1)
-            ax1.plot(ranks[:head], freq[:head], ".", ms=4, alpha=0.7, label=variant)
-            ax2.step(ranks, np.clip(1.0 - np.cumsum(freq), 1e-12, None), where="post", lw=1, alpha=0.7, label=variant)
-        ax1.plot(ranks[:head], p[order][:head], "k-", lw=1, label="exact softmax")
-        ax2.step(ranks, np.clip(exp_tail, 1e-12, None), "k-", where="post", lw=1.5, label="exact softmax")
-        ax1.set_yscale("log")
-        ax1.set_xlabel("token rank by exact probability (head)")
-        ax1.set_ylabel("frequency")
-        ax2.set_yscale("log")
-        ax2.set_xlabel("token rank by exact probability")
-        ax2.set_ylabel("mass beyond rank (tail)")
-        ax1.set_title(f"{case.name}: head")
-        ax2.set_title("tail mass, observed vs exact")
-        ax2.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(plots / f"case-{case.name}.png", dpi=110)
-        plt.close(fig)
-    pv = np.sort(np.array([r.pvalue for r in rows]))
+        curves = [
+            (rr.run.variant.name, rr.counts.histogram, rr.n)
+            for rr in result.runs
+            if rr.run.case.name == case.name and rr.counts is not None
+        ]
+        _case_figure(plt, case, curves, plots / f"case-{case.name}.png")
+    pv = np.sort(np.array([m.result.pvalue for m in result.family.members()]))
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
     if pv.size:
-        fig, ax = plt.subplots(figsize=(4.5, 4.5))
         exp = (np.arange(1, pv.size + 1) - 0.5) / pv.size
         ax.loglog(exp, np.maximum(pv, 1e-300), ".", ms=3)
         ax.loglog([exp[0], 1], [exp[0], 1], "k--", lw=1)
-        ax.set_xlabel("uniform quantile")
-        ax.set_ylabel("observed p-value")
-        ax.set_title("p-value QQ plot (all tests)")
-        fig.tight_layout()
-        fig.savefig(plots / "pvalue-qq.png", dpi=110)
-        plt.close(fig)
+    ax.set_xlabel("uniform quantile")
+    ax.set_ylabel("observed p-value")
+    ax.set_title("p-value QQ plot (all tests)")
+    fig.tight_layout()
+    fig.savefig(plots / "pvalue-qq.png", dpi=110)
+    plt.close(fig)
+
+
+def format_table(result: BatteryResult) -> str:
+    """Text table of every test (the console's view of ``report.md``)."""
+    head = (
+        f"{'variant':26} {'case':20} {'test':16} {'n':>9} {'statistic':>11} {'p-value':>10} "
+        f"{'Holm p':>9} {'detects':>9}  verdict"
+    )
+    lines = [head, "-" * len(head)]
+    for t in result.tests():
+        stat = "inf" if t["statistic"] is None else f"{t['statistic']:.4g}"
+        det = "-" if t["min_detectable"] is None else f"{t['min_detectable']:.3g}"
+        lines.append(
+            f"{t['variant'][:26]:26} {t['case'][:20]:20} {t['test']:16} {t['n']:>9d} {stat:>11} {t['pvalue']:>10.3g} "
+            f"{t['adjusted_pvalue']:>9.3g} {det:>9}  {'pass' if t['passed'] else 'FAIL'}"
+        )
+    return "\n".join(lines)

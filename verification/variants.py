@@ -7,8 +7,10 @@ Layers, as in the design's three layers of evidence:
 * ``twin``: NumPy code proven bit-exact to a kernel (fast on CPU, so n is large);
 * ``kernel``: the Triton kernel itself (interpreted on CPU, so n is small there; compiled on GPU).
 
-Variants whose module has not landed (grouped, online, tensor parallel, the tile inverse-CDF prototype) are skipped
-silently.
+A variant that cannot run a case (the matmul path has no ``-inf`` logits; the tile inverse-CDF sampler
+has no greedy path) says so through ``applies``, so the main job knows every run, and the size of its
+family, before it draws.  Variants whose module is not in this checkout (grouped, online, tensor
+parallel, the tile inverse-CDF prototype) are left out of the registry.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class Variant:
     maxima : callable or None
         ``(case, n, seed) -> float64 array (n,)`` of perturbed maxima ``max_v(z_v / T + G_v)``, for
         variants that expose them (the battery then tests they are Gumbel(logsumexp(z / T), 1)).
+    applies : callable
+        ``(case) -> bool``: the variant can sample this case (checked before any draw).
     """
 
     name: str
@@ -54,6 +58,25 @@ class Variant:
     cpu_max_n: int = 2_000_000
     max_vocab: int = 1 << 62
     maxima: Callable[[Case, int, int], np.ndarray] | None = None
+    applies: Callable[[Case], bool] = lambda case: True
+
+    def runs_on(self, case: Case) -> bool:
+        """True when this variant samples ``case`` in the battery: the vocabulary fits and it applies."""
+        return case.num_categories <= self.max_vocab and self.applies(case)
+
+    def has_maxima(self, case: Case) -> bool:
+        """True when the battery tests this variant's perturbed maxima on ``case`` (a noise, ``T > 0``)."""
+        return self.maxima is not None and case.temperature > 0
+
+
+def finite_logits(case: Case) -> bool:
+    """No ``-inf`` logit: the matmul paths build the logits from a product, which has no ``-inf``."""
+    return bool(np.isfinite(case.logits).all())
+
+
+def sampled_temperature(case: Case) -> bool:
+    """``T > 0``: the tile inverse-CDF sampler has no greedy path."""
+    return case.temperature > 0
 
 
 def _reference(case: Case, n: int, seed: int) -> np.ndarray:
@@ -111,7 +134,7 @@ def _kernel_matmul(case: Case, n: int, seed: int) -> np.ndarray:
 
     import flashsampling
 
-    if not np.isfinite(case.logits).all():
+    if not finite_logits(case):
         raise NotImplementedError("the matmul path has no -inf logits")
     device = "cpu" if flashsampling.INTERPRET else "cuda"
     v = case.num_categories
@@ -132,7 +155,7 @@ def _kernel_tile_cdf(case: Case, n: int, seed: int) -> np.ndarray:
     import flashsampling
     from flashsampling.tile_cdf import sample_tile_cdf_from_logits
 
-    if case.temperature == 0:
+    if not sampled_temperature(case):
         raise NotImplementedError("the prototype has no greedy path")
     device = "cpu" if flashsampling.INTERPRET else "cuda"
     z = torch.tensor(case.logits, dtype=torch.float32, device=device)[None, :].expand(n, -1)
@@ -148,7 +171,7 @@ def _kernel_tile_cdf_fused(case: Case, n: int, seed: int) -> np.ndarray:
 
     from flashsampling.tile_cdf import sample_fused_tile_cdf
 
-    if not np.isfinite(case.logits).all():
+    if not finite_logits(case):
         raise NotImplementedError("the matmul path has no -inf logits")
     z = torch.tensor(case.logits, dtype=torch.float32)
     a = z.bfloat16()
@@ -193,11 +216,13 @@ def registry() -> list[Variant]:
         Variant(
             "kernel-fused-logits", "kernel", _kernel_logits, 8_000_000, cpu_max_n=64 * 160, maxima=_kernel_logits_maxima
         ),
-        Variant("kernel-fused-matmul", "kernel", _kernel_matmul, 4_000_000, cpu_max_n=64 * 80),
-        Variant("kernel-tile-cdf-prototype", "kernel", _kernel_tile_cdf, 2_000_000, cpu_max_n=64 * 32),
+        Variant("kernel-fused-matmul", "kernel", _kernel_matmul, 4_000_000, cpu_max_n=64 * 80, applies=finite_logits),
+        Variant("kernel-tile-cdf-prototype", "kernel", _kernel_tile_cdf, 2_000_000, cpu_max_n=64 * 32,
+                applies=sampled_temperature),  # fmt: skip
     ]
     if _hopper():
-        out.append(Variant("kernel-tile-cdf-fused", "kernel", _kernel_tile_cdf_fused, 4_000_000))
+        out.append(Variant("kernel-tile-cdf-fused", "kernel", _kernel_tile_cdf_fused, 4_000_000,
+                           applies=lambda c: finite_logits(c) and sampled_temperature(c)))  # fmt: skip
     for name, module, attr, budget in (
         ("grouped-parallel", "flashsampling.grouped", "grouped_sampler_np", 60_000_000),
         ("online", "flashsampling.online", "online_sampler_np", 60_000_000),

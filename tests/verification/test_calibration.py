@@ -11,6 +11,7 @@ import pytest
 
 from verification import calibration
 from verification.budget import budget
+from verification.markdown import calibration_page
 
 SPECS = calibration.specs()
 NULL = budget("verification.calibration.null")
@@ -45,5 +46,5 @@ def test_report_renders():
         power=[calibration.PowerRow("t", "b", 1e-3, 0.1, 0.1, 500, 0.996, 0.8)],
         seconds=1.0,
     )
-    text = calibration.to_markdown(report, "cmd")
+    text = calibration_page(report, "cmd", check_level=calibration.CHECK_LEVEL, target_power=calibration.TARGET_POWER)
     assert "| t | s | exact-size | 500 |" in text and "| t | b | 0.001 |" in text and report.ok

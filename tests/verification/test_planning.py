@@ -62,11 +62,20 @@ def test_cauchy_schwarz_bound_behind_the_planning(v, s1, s2):
     assert chi2 >= 4 * tv * tv * (1 - 1e-12)
 
 
+def _or_inf(planner) -> float:
+    """The planner's detectable deviation, ``inf`` where it raises because nothing is detectable."""
+    try:
+        return planner()
+    except ValueError as e:
+        assert "too few" in str(e) or "must be >= 1" in str(e)
+        return math.inf
+
+
 @pytest.mark.parametrize("alpha", ALPHAS)
 @pytest.mark.parametrize("delta", [0.2, 0.03, 0.004])
 def test_cdf_pair(delta, alpha):
     n = cdf_required_samples(delta, alpha=alpha)
-    assert cdf_min_detectable(n, alpha=alpha) <= delta < cdf_min_detectable(max(1, n - 1), alpha=alpha) or n == 1
+    assert cdf_min_detectable(n, alpha=alpha) <= delta < _or_inf(lambda: cdf_min_detectable(n - 1, alpha=alpha))
     assert cdf_min_detectable(n, alpha=alpha) == dkw_min_detectable(n, alpha, 0.99)
 
 
@@ -130,5 +139,15 @@ def test_exact_pair():
     p = np.array([0.5, 0.3, 0.2])
     n = exact_required_samples(0.45, p, alpha=1e-2)
     assert exact_min_detectable_tv(n, p, alpha=1e-2) <= 0.45
-    # too few draws: the test can never reject at this alpha
-    assert exact_min_detectable_tv(3, p, alpha=1e-6) == math.inf
+    # too few draws: the test can never reject at this alpha, and the planner says so
+    with pytest.raises(ValueError, match="n=3 draws are too few"):
+        exact_min_detectable_tv(3, p, alpha=1e-6)
+
+
+@pytest.mark.parametrize("v", [2, 10, 1000])
+def test_min_detectable_tv_is_a_total_variation(v):
+    """Below the n that detects TV 1 the planner raises instead of stating a TV above 1 (2.93 at n=1, V=2)."""
+    n1 = required_samples(1.0, v, alpha=1e-3)
+    assert 0 < min_detectable_tv(n1, v, alpha=1e-3) <= 1.0
+    with pytest.raises(ValueError, match=f"n={n1 - 1} draws are too few"):
+        min_detectable_tv(n1 - 1, v, alpha=1e-3)

@@ -19,6 +19,14 @@ from verification import (
     tail_mass_test,
     tie_bias_test,
 )
+from verification.stats.categories import category_required_samples
+from verification.stats.cdf import cdf_min_detectable, cdf_required_samples
+from verification.stats.exact import exact_min_detectable_tv, exact_required_samples
+from verification.stats.gumbel import gumbel_min_detectable, gumbel_min_detectable_shift, gumbel_required_samples
+from verification.stats.homogeneity import homogeneity_min_detectable_tv, homogeneity_required_samples
+from verification.stats.independence import independence_min_detectable_tv, independence_required_samples
+from verification.stats.tails import tail_min_detectable_deficit, tail_required_samples
+from verification.stats.ties import tie_min_detectable_shift, tie_required_samples
 
 P = np.array([0.25, 0.25, 0.5])
 X = np.array([0, 1, 2, 2])
@@ -69,6 +77,43 @@ CASES = [
     ("tie_bias_test(support=[1])", lambda: tie_bias_test(X, 3, support=[1]), ValueError, "support"),
     ("homogeneity_test(min_expected=0)", lambda: homogeneity_test(X, X, 3, min_expected=0), ValueError, "min_expected"),
     ("category_test(power=1)", lambda: category_test(X, P, power=1.0), ValueError, "power"),
+    # Counts built by hand: whole, non-negative counts only
+    ("Counts([-1, 1, 1])", lambda: Counts(np.array([-1, 1, 1])), ValueError, "histogram must hold counts >= 0"),
+    ("Counts([1.5, 1, 1])", lambda: Counts(np.array([1.5, 1, 1])), ValueError, "histogram must hold whole"),
+    ("Counts([nan, 1])", lambda: Counts(np.array([np.nan, 1.0])), ValueError, "histogram must hold whole"),
+    ("Counts([True, False])", lambda: Counts(np.array([True, False])), TypeError, "histogram"),
+    ("Counts([[1, 2]])", lambda: Counts(np.array([[1, 2]])), ValueError, "histogram must be 1-D"),
+    ("Counts([1, 2], out_of_range=-1)", lambda: Counts(np.array([1, 2]), -1), ValueError, "out_of_range"),
+    ("Counts([1, 2], out_of_range=0.5)", lambda: Counts(np.array([1, 2]), 0.5), TypeError, "out_of_range"),
+    # planners asked for a deviation no sample size up to 2**62 detects
+    ("required_samples(1e-300, 10)", lambda: required_samples(1e-300, 10), ValueError, "tv=1e-300"),
+    ("required_samples(1e-12, 10)", lambda: required_samples(1e-12, 10), ValueError, "tv=1e-12"),
+    ("cdf_required_samples(1e-300)", lambda: cdf_required_samples(1e-300), ValueError, "delta=1e-300"),
+    ("gumbel_required_samples(1e-300)", lambda: gumbel_required_samples(1e-300), ValueError, "delta=1e-300"),
+    ("tail_required_samples(1e-300, .01)", lambda: tail_required_samples(1e-300, 0.01), ValueError, "deficit=1e-300"),
+    ("tail_required_samples(1e-15, .01)", lambda: tail_required_samples(1e-15, 0.01), ValueError, "deficit=1e-15"),
+    ("tie_required_samples(1e-300, 100)", lambda: tie_required_samples(1e-300, 100), ValueError, "shift=1e-300"),
+    ("tie_required_samples(1e-18, 100)", lambda: tie_required_samples(1e-18, 100), ValueError, "shift=1e-18"),
+    (
+        "category_required_samples(1e-300, 100)",
+        lambda: category_required_samples(1e-300, 100),
+        ValueError,
+        "missing_probability=1e-300",
+    ),
+    ("homogeneity_required_samples(1e-300)", lambda: homogeneity_required_samples(1e-300, 10), ValueError, "tv="),
+    ("independence_required_samples(1e-18)", lambda: independence_required_samples(1e-18, 3, 3), ValueError, "tv="),
+    ("exact_required_samples(1e-300, P)", lambda: exact_required_samples(1e-300, P), ValueError, "tv=1e-300"),
+    ("exact_required_samples(1e-9, P)", lambda: exact_required_samples(1e-9, P), ValueError, "tv=1e-09"),
+    # planners asked what too few draws detect: they raise rather than state an impossible deviation
+    ("min_detectable_tv(1, 2)", lambda: min_detectable_tv(1, 2), ValueError, "n=1 draws are too few"),
+    ("cdf_min_detectable(1)", lambda: cdf_min_detectable(1), ValueError, "n=1 draws are too few"),
+    ("gumbel_min_detectable(1)", lambda: gumbel_min_detectable(1), ValueError, "n=1 draws are too few"),
+    ("gumbel_min_detectable_shift(1)", lambda: gumbel_min_detectable_shift(1), ValueError, "n=1 draws"),
+    ("homogeneity_min_detectable_tv(1, 1, 2)", lambda: homogeneity_min_detectable_tv(1, 1, 2), ValueError, "n_a=1"),
+    ("independence_min_detectable_tv(1, 2, 2)", lambda: independence_min_detectable_tv(1, 2, 2), ValueError, "n=1"),
+    ("tail_min_detectable_deficit(1, .01)", lambda: tail_min_detectable_deficit(1, 0.01), ValueError, "n=1"),
+    ("tie_min_detectable_shift(1, 100)", lambda: tie_min_detectable_shift(1, 100), ValueError, "n=1"),
+    ("exact_min_detectable_tv(1, P)", lambda: exact_min_detectable_tv(1, P), ValueError, "n=1"),
 ]
 
 
@@ -93,3 +138,13 @@ def test_counts_add_and_out_of_range():
     assert b.n == 5 and b.histogram.tolist() == [1, 1, 1]
     with pytest.raises(ValueError, match="cannot add"):
         a + count_samples(np.array([2]), 4)
+
+
+def test_hand_built_counts_are_whole_and_typed():
+    """Integer-valued float counts are accepted and stored as int64; the tests see what draws would give."""
+    c = Counts(np.array([1.0, 2.0, 3.0]))
+    assert c.histogram.dtype == np.int64 and c.n == 6
+    assert (
+        goodness_of_fit(c, np.full(3, 1 / 3)).statistic
+        == goodness_of_fit(np.array([0, 1, 1, 2, 2, 2]), np.full(3, 1 / 3)).statistic
+    )

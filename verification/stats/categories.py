@@ -22,6 +22,7 @@ import numpy as np
 from .._validate import check_alpha, check_fraction, check_int, check_power, check_probs
 from ..counts import Counts, as_counts
 from ..family import holm
+from ..planning import check_deviation, planned_draws
 from ..results import Deviation, StatResult
 from ._binomial import binomial_pvalues, detectable_shifts
 
@@ -176,10 +177,11 @@ def category_required_samples(missing_probability: float, num_categories: int, *
 
     ``ceil(log(alpha / (2V)) / log(1 - p))``; satisfies ``category_min_detectable_missing(n) <= p``.
     """
-    pm = check_fraction(missing_probability, "missing_probability", inclusive_upper=False)
     v = check_int(num_categories, "num_categories")
     alpha = check_alpha(alpha)
-    n = max(1, math.ceil(math.log(alpha / (2.0 * v)) / math.log1p(-pm)))
+    # Flagged with certainty once never drawn: the bound of check_deviation at power 1.
+    pm = check_deviation(missing_probability, "missing_probability", alpha=alpha, power=1.0, inclusive_upper=False)
+    n = planned_draws(math.log(alpha / (2.0 * v)) / math.log1p(-pm), "missing_probability", missing_probability)
     while _missing(n, v, alpha) > pm:
         n += 1
     return n

@@ -25,9 +25,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validate import check_alpha, check_fraction, check_int, check_power, check_probs, to_numpy
+from .._validate import check_alpha, check_int, check_power, check_probs, to_numpy
 from ..counts import as_counts
-from ..planning import dkw_epsilon, dkw_min_detectable, dkw_required_samples
+from ..planning import check_deviation, detectable, dkw_epsilon, dkw_min_detectable, dkw_required_samples
 from ..results import StatResult
 
 __all__ = ["CdfResult", "cdf_min_detectable", "cdf_required_samples", "category_order", "dkwm_cdf_test"]
@@ -157,7 +157,7 @@ def cdf_min_detectable(n: int, *, alpha: float = 1e-6, power: float = 0.99) -> f
     """
     n = check_int(n, "n")
     alpha = check_alpha(alpha)
-    return dkw_min_detectable(n, alpha, check_power(power, alpha))
+    return detectable(dkw_min_detectable(n, alpha, check_power(power, alpha)), f"n={n}", "the DKWM CDF test")
 
 
 def cdf_required_samples(delta: float, *, alpha: float = 1e-6, power: float = 0.99) -> int:
@@ -165,6 +165,6 @@ def cdf_required_samples(delta: float, *, alpha: float = 1e-6, power: float = 0.
 
     ``ceil((sqrt(log(2/alpha)/2) + sqrt(log(2/(1-power))/2))**2 / delta**2)``; independent of V.
     """
-    delta = check_fraction(delta, "delta")
     alpha = check_alpha(alpha)
-    return dkw_required_samples(delta, alpha, check_power(power, alpha))
+    power = check_power(power, alpha)
+    return dkw_required_samples(check_deviation(delta, "delta", alpha=alpha, power=power), alpha, power)

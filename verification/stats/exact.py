@@ -20,9 +20,9 @@ from typing import ClassVar
 import numpy as np
 from scipy import special, stats
 
-from .._validate import check_alpha, check_fraction, check_int, check_power, check_probs
+from .._validate import check_alpha, check_int, check_power, check_probs
 from ..counts import as_counts
-from ..planning import smallest_n
+from ..planning import check_deviation, detectable, smallest_n
 from ..results import StatResult
 
 __all__ = [
@@ -308,14 +308,14 @@ def exact_min_detectable_tv(n: int, probs, *, alpha: float = 1e-6, power: float 
 
     Bisection (relative tolerance 1e-4, rounded up) on the minimum *exact* power over the vertices of
     the TV sphere around ``probs`` and ``SPHERE_POINTS`` points sampled on its faces (a numerical
-    search, dense for V = 3 and V = 4, sparser beyond).  Returns ``inf`` when even the largest
+    search, dense for V = 3 and V = 4, sparser beyond).  Raises ``ValueError`` when even the largest
     feasible TV is not detected.
     """
     n = check_int(n, "n")
     p = check_probs(probs)
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
-    return _min_tv(n, p, alpha, power)
+    return detectable(_min_tv(n, p, alpha, power), f"n={n}", "the exact multinomial test")
 
 
 def exact_required_samples(tv: float, probs, *, alpha: float = 1e-6, power: float = 0.99) -> int:
@@ -324,8 +324,13 @@ def exact_required_samples(tv: float, probs, *, alpha: float = 1e-6, power: floa
     Raises ``ValueError`` when the search needs more than ``MAX_OUTCOMES`` outcomes (use the
     chi-square planning, :func:`verification.required_samples`, there).
     """
-    tv = check_fraction(tv, "tv")
     p = check_probs(probs)
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
-    return smallest_n(lambda n: _min_tv(n, p, alpha, power) <= tv)
+    tv = check_deviation(tv, "tv", alpha=alpha, power=power)
+    v = p.size
+    limit = smallest_n(lambda n: num_outcomes(n + 1, v) > MAX_OUTCOMES)  # the most draws the test enumerates
+    if (power - alpha) / tv > limit:  # the lower bound of check_deviation
+        raise ValueError(f"tv={tv!r} needs more than n={limit} draws, the most the exact test enumerates "
+                         f"({MAX_OUTCOMES} outcomes at V={v}); use verification.required_samples")  # fmt: skip
+    return smallest_n(lambda n: _min_tv(n, p, alpha, power) <= tv, what=f"tv={tv!r}", limit=limit)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from scipy import stats
 
 from .._validate import check_alpha, check_positive_real, check_power, check_probs
@@ -258,8 +257,3 @@ def goodness_of_fit(samples, probs, *, alpha: float = 1e-6, power: float = 0.99)
     (True, 9, 1.0)
     """
     return pearson_chisquare(samples, probs, alpha=alpha, power=power)
-
-
-def expected_counts(probs, n: int) -> np.ndarray:
-    """``n * probs`` as float64 (a convenience for plots and tables)."""
-    return n * check_probs(probs)

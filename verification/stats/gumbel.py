@@ -19,8 +19,16 @@ from typing import ClassVar
 import numpy as np
 from scipy import optimize, special, stats
 
-from .._validate import check_alpha, check_fraction, check_int, check_positive_real, check_power, to_numpy
-from ..planning import dkw_epsilon, ks_critical_value, ks_min_detectable, smallest_n
+from .._validate import check_alpha, check_int, check_positive_real, check_power, to_numpy
+from ..planning import (
+    check_deviation,
+    detectable,
+    dkw_epsilon,
+    ks_critical_value,
+    ks_min_detectable,
+    planned_draws,
+    smallest_n,
+)
 from ..results import StatResult
 
 __all__ = [
@@ -173,7 +181,7 @@ def gumbel_min_detectable(n: int, *, alpha: float = 1e-6, power: float = 0.99) -
     """Smallest Kolmogorov distance :func:`gumbel_max_test` detects: ``kstwo.isf(alpha, n) + eps_(1-power)``."""
     n = check_int(n, "n")
     alpha = check_alpha(alpha)
-    return ks_min_detectable(n, alpha, check_power(power, alpha))
+    return detectable(ks_min_detectable(n, alpha, check_power(power, alpha)), f"n={n}", "the Gumbel-max KS test")
 
 
 def gumbel_min_detectable_shift(n: int, *, alpha: float = 1e-6, power: float = 0.99) -> float:
@@ -183,9 +191,10 @@ def gumbel_min_detectable_shift(n: int, *, alpha: float = 1e-6, power: float = 0
 
 def gumbel_required_samples(delta: float, *, alpha: float = 1e-6, power: float = 0.99) -> int:
     """Maxima for :func:`gumbel_max_test` to detect a Kolmogorov distance ``delta`` with ``power``."""
-    delta = check_fraction(delta, "delta")
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
-    # The DKWM closed form (critical value eps_alpha >= exact c_alpha) brackets the answer from above.
-    start = max(1, int((dkw_epsilon(1, alpha) + dkw_epsilon(1, 1 - power)) ** 2 / delta**2 / 4))
-    return smallest_n(lambda n: ks_critical_value(n, alpha) + dkw_epsilon(n, 1 - power) <= delta, start=start)
+    delta = check_deviation(delta, "delta", alpha=alpha, power=power)
+    # A quarter of the DKWM closed form (critical value eps_alpha >= exact c_alpha) is below the answer.
+    start = planned_draws((dkw_epsilon(1, alpha) + dkw_epsilon(1, 1 - power)) ** 2 / delta**2 / 4, "delta", delta)
+    return smallest_n(lambda n: ks_critical_value(n, alpha) + dkw_epsilon(n, 1 - power) <= delta, start=start,
+                      what=f"delta={delta!r}")  # fmt: skip

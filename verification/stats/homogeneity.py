@@ -25,10 +25,10 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats
 
-from .._validate import check_alpha, check_fraction, check_int, check_positive_real, check_power
+from .._validate import check_alpha, check_int, check_positive_real, check_power
 from ..binning import DEFAULT_MIN_EXPECTED, pool_small_bins
 from ..counts import as_counts
-from ..planning import chi2_min_detectable_tv, smallest_n
+from ..planning import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
 from ..results import StatResult
 
 __all__ = [
@@ -175,13 +175,14 @@ def homogeneity_min_detectable_tv(
     v = check_int(num_categories, "num_categories", minimum=2)
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
-    return chi2_min_detectable_tv(n_a * n_b / (n_a + n_b), v - 1, alpha, power)
+    mdtv = chi2_min_detectable_tv(n_a * n_b / (n_a + n_b), v - 1, alpha, power)
+    return detectable(mdtv, f"n_a={n_a}, n_b={n_b}", "the homogeneity test")
 
 
 def homogeneity_required_samples(tv: float, num_categories: int, *, alpha: float = 1e-6, power: float = 0.99) -> int:
     """Draws *per sampler* (equal sizes) for :func:`homogeneity_test` to detect a TV of ``tv`` with ``power``."""
-    tv = check_fraction(tv, "tv")
     v = check_int(num_categories, "num_categories", minimum=2)
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
-    return smallest_n(lambda n: chi2_min_detectable_tv(n / 2.0, v - 1, alpha, power) <= tv)
+    tv = check_deviation(tv, "tv", alpha=alpha, power=power)
+    return smallest_n(lambda n: chi2_min_detectable_tv(n / 2.0, v - 1, alpha, power) <= tv, what=f"tv={tv!r}")

@@ -27,9 +27,9 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats
 
-from .._validate import check_alpha, check_fraction, check_int, check_positive_real, check_power, check_samples
+from .._validate import check_alpha, check_int, check_positive_real, check_power, check_samples
 from ..binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
-from ..planning import chi2_min_detectable_tv, smallest_n
+from ..planning import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
 from ..results import StatResult
 
 __all__ = [
@@ -228,16 +228,17 @@ def independence_min_detectable_tv(
     c = check_int(columns, "columns", minimum=2)
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
-    return chi2_min_detectable_tv(n, (r - 1) * (c - 1), alpha, power)
+    return detectable(chi2_min_detectable_tv(n, (r - 1) * (c - 1), alpha, power), f"n={n}", "the independence test")
 
 
 def independence_required_samples(
     tv: float, rows: int, columns: int, *, alpha: float = 1e-6, power: float = 0.99
 ) -> int:
     """Pairs for :func:`independence_test` to detect a TV ``tv`` from independence with ``power``."""
-    tv = check_fraction(tv, "tv")
     r = check_int(rows, "rows", minimum=2)
     c = check_int(columns, "columns", minimum=2)
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
-    return smallest_n(lambda n: chi2_min_detectable_tv(n, (r - 1) * (c - 1), alpha, power) <= tv)
+    tv = check_deviation(tv, "tv", alpha=alpha, power=power)
+    dof = (r - 1) * (c - 1)
+    return smallest_n(lambda n: chi2_min_detectable_tv(n, dof, alpha, power) <= tv, what=f"tv={tv!r}")

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._validate import check_alpha, check_fraction, check_int, check_power, check_probs, to_numpy
 from ..counts import as_counts
-from ..planning import smallest_n
+from ..planning import BINOMIAL_MAX_SAMPLES, check_deviation, detectable, smallest_n
 from ..results import StatResult
 from ._binomial import binomial_pvalue, check_alternative, detectable_shifts
 
@@ -195,13 +195,13 @@ def tail_min_detectable_deficit(
 ) -> float:
     """Smallest relative tail deficit ``r`` (``q_T = p_T (1 - r)``) that :func:`tail_mass_test` detects.
 
-    Exact (binomial); ``inf`` when even full starvation is not detectable at this ``n``.
+    Exact (binomial); ``ValueError`` when even full starvation is not detectable at this ``n``.
     """
     n = check_int(n, "n")
     p_t = check_fraction(tail_mass, "tail_mass", inclusive_upper=False)
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
-    return _relative(n, p_t, alpha, power, check_alternative(alternative))
+    return detectable(_relative(n, p_t, alpha, power, check_alternative(alternative)), f"n={n}", "the tail test")
 
 
 def tail_required_samples(
@@ -212,9 +212,10 @@ def tail_required_samples(
     ``deficit = 1`` (full starvation) needs about ``log(1/alpha) / tail_mass`` draws.  The returned
     ``n`` satisfies ``tail_min_detectable_deficit(n, tail_mass) <= deficit``.
     """
-    r = check_fraction(deficit, "deficit")
     p_t = check_fraction(tail_mass, "tail_mass", inclusive_upper=False)
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
+    r = check_deviation(deficit, "deficit", alpha=alpha, power=power, scale=p_t)
     alternative = check_alternative(alternative)
-    return smallest_n(lambda n: _relative(n, p_t, alpha, power, alternative) <= r)
+    return smallest_n(lambda n: _relative(n, p_t, alpha, power, alternative) <= r, what=f"deficit={deficit!r}",
+                      limit=BINOMIAL_MAX_SAMPLES)  # fmt: skip

@@ -16,9 +16,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validate import check_alpha, check_fraction, check_int, check_power, to_numpy
+from .._validate import check_alpha, check_int, check_power, to_numpy
 from ..counts import as_counts
-from ..planning import smallest_n
+from ..planning import BINOMIAL_MAX_SAMPLES, check_deviation, detectable, smallest_n
 from ..results import StatResult
 from ._binomial import binomial_pvalue, detectable_shifts
 
@@ -145,14 +145,15 @@ def tie_min_detectable_shift(n: int, num_tied: int, *, alpha: float = 1e-6, powe
     m = check_int(num_tied, "num_tied", minimum=2)
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
-    return max(detectable_shifts(n, (m // 2) / m, alpha, power, "two-sided"))
+    return detectable(max(detectable_shifts(n, (m // 2) / m, alpha, power, "two-sided")), f"n={n}", "the tie test")
 
 
 def tie_required_samples(shift: float, num_tied: int, *, alpha: float = 1e-6, power: float = 0.99) -> int:
     """Draws for :func:`tie_bias_test` to detect a lower-half mass shift ``shift`` with ``power``."""
-    d = check_fraction(shift, "shift", upper=0.5)
     m = check_int(num_tied, "num_tied", minimum=2)
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
+    d = check_deviation(shift, "shift", alpha=alpha, power=power, upper=0.5)
     p0 = (m // 2) / m
-    return smallest_n(lambda n: max(detectable_shifts(n, p0, alpha, power, "two-sided")) <= d)
+    return smallest_n(lambda n: max(detectable_shifts(n, p0, alpha, power, "two-sided")) <= d, what=f"shift={shift!r}",
+                      limit=BINOMIAL_MAX_SAMPLES)  # fmt: skip
