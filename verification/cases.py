@@ -1,9 +1,9 @@
 """The main job's battery: declared logit shapes and temperatures, each with its exact target.
 
-Every case holds float32-representable logits (stored as float64) so that the target
-``softmax(z / T)`` in float64 is exactly the distribution a sampler fed those fp32 logits must
-draw from.  Cases declare which extra tests apply: a tail set (tokens far below the top) for the
-one-sided tail-mass test, and flat support for the tie-bias test.
+Every case holds float32-representable logits (stored as float64) so that its target law -- by default
+``softmax(z / T)``, or a :class:`verification.targets.Target` (top-k, top-p, min-p, their chains) -- computed in
+float64 is exactly the distribution a sampler fed those fp32 logits must draw from.  Cases declare which extra
+tests apply: a tail set (tokens far below the top) for the tail-mass test, and flat support for the tie-bias test.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from flashsampling.reference import softmax
+
+from .targets import Target
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class Case:
         below the top.
     flat : bool
         If true, the tie-bias test runs (all finite logits equal).
+    target : Target or None
+        The law the sampler promises (:mod:`verification.targets`); ``None`` is the plain softmax.
     """
 
     name: str
@@ -39,6 +43,7 @@ class Case:
     description: str
     tail_gap: float | None = None
     flat: bool = False
+    target: Target | None = None
 
     @property
     def num_categories(self) -> int:
@@ -46,7 +51,10 @@ class Case:
 
     @property
     def probs(self) -> np.ndarray:
-        return softmax(self.logits, self.temperature)
+        """The target law, float64 ``(V,)``: ``softmax(z / T)``, or ``target.probs`` of the logits."""
+        if self.target is None:
+            return softmax(self.logits, self.temperature)
+        return self.target.probs(self.logits[None, :], self.temperature)[0]
 
     def tail_mask(self) -> np.ndarray:
         s = self.logits / self.temperature
