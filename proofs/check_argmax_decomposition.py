@@ -32,7 +32,7 @@ from scipy import stats
 if __package__ in (None, ""):  # run as `python proofs/check_argmax_decomposition.py`: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flashsampling.noise import APPROX_GUMBEL_TOL  # noqa: E402
+from benchmarks.probes.approx_noise import APPROX_GUMBEL_TOL  # noqa: E402
 from flashsampling.reference import perturbed_scores_twin  # noqa: E402
 from flashsampling.twin import inverse_temperature32, sample_twin_many, select  # noqa: E402
 

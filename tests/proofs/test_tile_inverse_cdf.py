@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from flashsampling.tile_weights import exp2_poly_np
+from flashsampling.tile_cdf.weights import exp2_poly_np
 from proofs import check_tile_inverse_cdf as chk
 
 
