@@ -10,7 +10,10 @@ fewer instructions per token; on the H200 it measured -7% to +4% at B = 256 and 
 computes the exact noise of every token.
 
 :func:`filter_epilogue` is the shipped kernel's ``EPILOGUE`` for it (:func:`filtered_staged_epilogue` on the staged
-tile; the handoff probe runs that one too).
+tile; the handoff probe runs that one too).  :func:`filtered_staged_epilogue` is the shipped
+:func:`~flashsampling.kernels.pingpong.staged_epilogue` written again with the filter's scan, margin test and
+recomputed winner, calling the shipped ``chunk_base``, ``chunk_words``, ``merge_chunk`` and ``tie_key_gl``: splitting
+the shipped function into shared pieces would change the shipped kernel's SASS.
 """
 
 from __future__ import annotations

@@ -239,7 +239,8 @@ def design_proxy_passes(stage, cl: gl.constexpr, c_end, mult, bad, run_even, run
 def ablated_tile_cdf_draw(stage, cl: gl.constexpr, c_end, mult, top, rows, tile_start, k0, k1, pos_even, pos_odd,
                           BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
                           MASKED: gl.constexpr, ABLATION: gl.constexpr):  # fmt: skip
-    """:func:`flashsampling.tile_cdf.fused.tile_cdf_draw` with a part left out, a timing ablation (not a sampler):
+    """:func:`flashsampling.tile_cdf.fused.tile_cdf_draw` written again with a part left out, a timing ablation (not
+    a sampler; the shipped draw is not split into shared pieces, which would change its SASS):
     ``ABLATION`` :data:`NO_DRAW` returns after pass 1 (the weights, the slots' bases and the total; draw 0),
     :data:`NO_BASES` sets every slot's base to 0 (no cross-slot prefix; pass 2 as shipped)."""
     gl.static_assert(EV == 32, "the tile inverse-CDF's slot order is defined for 32-column chunks")
