@@ -43,8 +43,9 @@ from benchmarks.common import (  # noqa: E402
     gumbel_argmax,
     multinomial_sampler,
 )
-from flashsampling._validate import check_temperature  # noqa: E402
-from flashsampling.kernels.fused import choose_tiles, launch_fused_stage1, warp_specialized_supported  # noqa: E402
+from benchmarks.probes.stage1 import launch_stage1_probe  # noqa: E402
+from flashsampling._validate import inverse_temperature  # noqa: E402
+from flashsampling.kernels.tiles import stage1_tiles, warp_specialized_supported  # noqa: E402
 from flashsampling.tile_cdf import sample_fused_tile_cdf  # noqa: E402
 
 SHAPES = [(128256, 4096), (151936, 4096), (151936, 5120), (128256, 8192), (201088, 2880)]
@@ -157,10 +158,10 @@ def main() -> None:
                     r[f"{name}_ms"] = bench_ms(fn)
                 except Exception as e:  # noqa: BLE001 - record and go on
                     r[f"{name}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
-            tiles = choose_tiles(h, w, 1)  # what sample() runs
+            tiles = stage1_tiles(h, w, 1)  # what sample() runs
             compiled: list = []
-            inv, _ = check_temperature(TEMPERATURE, B, h.device, host_checks=False)
-            launch_fused_stage1(h, w, inv, 1, 2, 1, tiles, compiled=compiled)
+            inv = inverse_temperature(TEMPERATURE, B, h.device)[0]
+            launch_stage1_probe(h, w, inv, 1, 2, 1, tiles, compiled=compiled)
             k = compiled[0]
             r.update(tiles=list(vars(tiles).values()), n_regs=k.n_regs, n_spills=k.n_spills, shared=k.metadata.shared)
             r["fused_over_bound"] = r["fused_ms"] / max(r["floor_ms"], r["matmul_ms"])

@@ -36,7 +36,7 @@ profile() {  # name kernel-regex probe-args...
     echo "$name: $(grep -E 'gpu__time_duration|hmma_cycles|data_bank_(reads|writes).avg' "$out/ncu_smem_$name.txt" | awk '{print $1"="$NF}' | tr '\n' ' ')"
 }
 for B in "${batches[@]}"; do
-    profile "pp_bare_64x256_b$B" pingpong_kernel --B "$B" --ws-tiles 64,256,64,4,32,2 --mode bare --noise off
+    profile "pp_bare_64x256_b$B" probe_pipeline_kernel --B "$B" --ws-tiles 64,256,64,4,32,2 --mode bare --noise off
     profile "coop_bare_128x256_b$B" cooperative_probe --B "$B" --coop-stages 4 --mode bare
     profile "cublas_b$B" 'gemm|xmma|cutlass|sm90' --B "$B" --cublas
 done

@@ -1,5 +1,5 @@
 """The shared-memory ceiling of the ping-pong kernel's 64-row tiles, against 128-row tiles that two MMA warp
-groups share (flashsampling/kernels/cooperative.py), on the H200.
+groups share (benchmarks/probes/cooperative.py), on the H200.
 
 ``python benchmarks/coop_probe.py --out benchmarks/results/coop_probe_h200.json``
 
@@ -24,9 +24,10 @@ import triton
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import bench_ms, probe_inputs, record_row  # noqa: E402
 from benchmarks.filter_probe import launcher  # noqa: E402
-from benchmarks.pingpong_sweep import ws_tiles  # noqa: E402
-from flashsampling.kernels.cooperative import COOPERATIVE_MODES, launch_cooperative_probe  # noqa: E402
-from flashsampling.kernels.fused import allocate_partials, warp_specialized_tiles  # noqa: E402
+from benchmarks.probes.cooperative import COOPERATIVE_MODES, launch_cooperative_probe  # noqa: E402
+from benchmarks.probes.tiles import ws_tiles  # noqa: E402
+from flashsampling.kernels.stage1 import allocate_partials  # noqa: E402
+from flashsampling.kernels.tiles import warp_specialized_tiles  # noqa: E402
 
 
 def cooperative(h, w, inv, tiles, mode: str, fill: tuple[str, int] = ("ffma", 0)):

@@ -3,7 +3,7 @@
 ``python benchmarks/epilogue_probe.py --out benchmarks/results/epilogue_probe_h200.json``
 
 For each tile configuration and batch size, ``do_bench`` medians (one process) of the kernel's modes
-(:data:`flashsampling.kernels.pingpong.MODES`): ``bare`` (the matmul and pipeline, a row maximum as the
+(:data:`benchmarks.probes.pipeline.MODES`): ``bare`` (the matmul and pipeline, a row maximum as the
 epilogue), ``sample`` (the sampler) and ``epilogue`` (the sampler's epilogue alone on a synthetic
 accumulator: no loads, no MMAs), each with the exact noise, the approximate filter (``_filtered``) and without
 noise (``_no_noise``).  Derived, per program (one per SM):
@@ -34,10 +34,10 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import bench_ms  # noqa: E402
-from benchmarks.pingpong_sweep import ws_tiles  # noqa: E402
-from flashsampling.kernels.fused import allocate_partials  # noqa: E402
-from flashsampling.kernels.persistent import num_programs  # noqa: E402
-from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
+from benchmarks.probes.gluon import launch_gluon_probe  # noqa: E402
+from benchmarks.probes.tiles import ws_tiles  # noqa: E402
+from flashsampling.kernels.hardware import num_programs  # noqa: E402
+from flashsampling.kernels.stage1 import allocate_partials  # noqa: E402
 
 # (block_b, block_v, block_d, num_stages, epilogue_v, warp_groups[, "spg"])
 CONFIGS = {
@@ -58,8 +58,8 @@ def probe(h, w, cfg) -> dict:
 
     def launch(mode, suffix):
         noise, noise_filter = noises[suffix]
-        return lambda: launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, noise=noise,
-                                       mode=mode, stage_per_group=spg, noise_filter=noise_filter)  # fmt: skip
+        return lambda: launch_gluon_probe(h, w, inv, parts, 5, 7, tiles, noise=noise, mode=mode, stage_per_group=spg,
+                                          noise_filter=noise_filter)  # fmt: skip
 
     rec = {}
     for mode in ("bare", "sample", "epilogue"):

@@ -2,19 +2,19 @@
 
 ``python benchmarks/filter_probe.py --out benchmarks/results/filter_probe_h200.json``
 
-For each shape and batch size, the default tiles (:func:`~flashsampling.kernels.fused.warp_specialized_tiles`)
+For each shape and batch size, the default tiles (:func:`~flashsampling.kernels.tiles.warp_specialized_tiles`)
 with ``noise_filter`` on and off and without noise, and cuBLAS ``h @ W.T``, as ``do_bench`` medians in
 interleaved rounds; and the two noise modes' candidates compared bit for bit (values, keys, indices, flags) on
 the same inputs, at temperature 0.9 and at a high temperature where rows are near-uniform (``--temps``).
 
-``--modes lse_proxy,lse_proxy_f64,lse_proxy_fixed`` also times those noise modes of the kernel (pingpong.NOISES:
+``--modes lse_proxy,lse_proxy_f64,lse_proxy_fixed`` also times those noise modes of the kernel (probes.gluon.NOISES:
 the cost floor of sampling inside each tile by its inverse CDF, one uniform per row and tile).
-``--kernel-modes bare,register_argmax,staged_bare`` times the kernel's timing modes (pingpong.MODES), which place the
-noise-free pipeline's cost; ``--base no_noise --temps ''`` skips the filter's runs and its comparison.
+``--kernel-modes bare,register_argmax,staged_bare`` times the kernel's timing modes (probes.pipeline.MODES), which
+place the noise-free pipeline's cost; ``--base no_noise --temps ''`` skips the filter's runs and its comparison.
 ``--tiles 128x128x64x4x16x2`` also times the base runs and kernel modes with other tiles of the Gluon kernel
 (``block_b x block_v x block_d x stages x epilogue_v x groups``; runs named ``<run>@<tiles>``).
 ``--filler 0,32,64`` also times the timing probes ``filler_ffma`` and ``filler_imad`` (``--filler-kinds``: also
-``imul``, ``alu``, ``hilo``; pingpong.NOISES: the noise-free scan plus that many steps of dependent FFMAs, 64-bit
+``imul``, ``alu``, ``hilo``; probes.noise_probes: the noise-free scan plus that many steps of dependent FFMAs, 64-bit
 or 32-bit products or rotate-XORs per token or pair), which price one epilogue instruction beside the MMAs.
 ``--philox-rounds 10,7,0`` also times both noise modes with fewer Philox rounds (``exact_r7``, ...): an
 attribution experiment only (how much of the noise's cost is Philox's integer work); the library always runs
@@ -32,10 +32,11 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import bench_ms, probe_inputs, record_row  # noqa: E402
-from benchmarks.pingpong_sweep import ws_tiles  # noqa: E402
-from flashsampling.kernels.fused import allocate_partials, warp_specialized_tiles  # noqa: E402
-from flashsampling.kernels.handoff import launch_handoff  # noqa: E402
-from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
+from benchmarks.probes.gluon import launch_gluon_probe  # noqa: E402
+from benchmarks.probes.handoff import launch_handoff  # noqa: E402
+from benchmarks.probes.tiles import ws_tiles  # noqa: E402
+from flashsampling.kernels.stage1 import allocate_partials  # noqa: E402
+from flashsampling.kernels.tiles import warp_specialized_tiles  # noqa: E402
 
 #: The default runs: name -> (noise, noise_filter).
 BASE_RUNS = {"filtered": (True, True), "exact": (True, False), "no_noise": (False, False)}
@@ -43,15 +44,16 @@ BASE_RUNS = {"filtered": (True, True), "exact": (True, False), "no_noise": (Fals
 
 def launcher(h, w, inv, tiles, noise: bool, noise_filter: bool, n_rounds: int = 10, noise_mode=None, mode=None):
     parts = allocate_partials(h.shape[0], 1, triton.cdiv(w.shape[0], tiles.block_v), h.device)
-    launch = launch_handoff if tiles.handoff else launch_pingpong
-
     extra = {} if noise_mode is None else {"noise_mode": noise_mode}
     if mode is not None:
         extra["mode"] = mode
 
     def run():
-        launch(h, w, inv, parts, 11, 12, tiles, col_offset=0, n_rounds=n_rounds, noise=noise, noise_filter=noise_filter,
-               **extra)  # fmt: skip
+        if getattr(tiles, "handoff", False):
+            launch_handoff(h, w, inv, parts, 11, 12, tiles, n_rounds=n_rounds, noise=noise)
+        else:
+            launch_gluon_probe(h, w, inv, parts, 11, 12, tiles, n_rounds=n_rounds, noise=noise,
+                               noise_filter=noise_filter, **extra)  # fmt: skip
         return parts
 
     return run
@@ -65,15 +67,16 @@ def main() -> None:
     ap.add_argument("--temps", default="0.9,100")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--philox-rounds", default="10", help="comma-separated Philox round counts to time")
-    ap.add_argument("--modes", default="", help="comma-separated extra noise modes to time (pingpong.NOISES keys, "
+    ap.add_argument("--modes", default="", help="comma-separated extra noise modes to time (probes.gluon.NOISES, "
                     "such as lse_proxy,lse_proxy_f64,lse_proxy_fixed; threefry_proxy:20 sets N_ROUNDS)")  # fmt: skip
     ap.add_argument("--kernel-modes", default="", help="comma-separated timing modes of the kernel, without noise "
-                    "(pingpong.MODES keys: bare, register_argmax, staged_bare)")  # fmt: skip
+                    "(probes.pipeline.MODES keys: bare, register_argmax, staged_bare)")  # fmt: skip
     ap.add_argument("--base", default=",".join(BASE_RUNS), help="which of the default runs to time (BASE_RUNS keys)")
     ap.add_argument("--tiles", default="", help="comma-separated other Gluon tiles for the base runs and kernel modes, "
                     "each block_b x block_v x block_d x stages x epilogue_v x groups")  # fmt: skip
     ap.add_argument("--filler", default="", help="comma-separated step counts for the filler probes")
-    ap.add_argument("--filler-kinds", default="ffma,imad", help="which filler probes (pingpong.NOISES filler_<kind>)")
+    ap.add_argument("--filler-kinds", default="ffma,imad",
+                    help="which filler probes (probes.gluon.NOISES filler_<kind>)")  # fmt: skip
     args = ap.parse_args()
     dev = torch.device("cuda")
     out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": {}}

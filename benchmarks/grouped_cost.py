@@ -18,9 +18,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import flashsampling  # noqa: E402
 from benchmarks.common import median_ms  # noqa: E402
+from flashsampling._request import new_request  # noqa: E402
 from flashsampling.distributed import sample_tp  # noqa: E402
-from flashsampling.grouped import sample_grouped  # noqa: E402
-from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
+from flashsampling.grouped import combine_groups, grouped_partials, sample_grouped, shard_partials  # noqa: E402
+from flashsampling.kernels.stage1 import launch_fused_stage1  # noqa: E402
+from flashsampling.kernels.tiles import default_tiles  # noqa: E402
 from flashsampling.online import sample_online  # noqa: E402
 
 
@@ -39,22 +41,21 @@ def host_ms(fn, reps: int = 20) -> float:
 
 def breakdown(w: torch.Tensor, D: int) -> dict:
     """B=1, 8 shards: where the time of a shard-grouped call goes."""
-    from flashsampling.grouped import combine_groups, grouped_partials, shard_partials
-
     V = w.shape[0]
     h = torch.randn(1, D, device="cuda").to(torch.bfloat16)
-    inv = torch.ones(1, device="cuda")
+    request = new_request(1.0, (2 << 32) | 1, 1, 1, h.device, host_checks=False)  # seed words (1, 2)
+    inv = request.inv_temp
     size = V // 8
     ws = w[:size]
     t = default_tiles(1, size, D)
     parts = launch_fused_stage1(h, ws, inv, 1, 2, 1, t, return_lse=True)
     sizes = [size] * 7 + [V - 7 * size]
-    gp = grouped_partials(h, w, inv, 1, 2, 1, group_sizes=sizes)
+    gp = grouped_partials(request, h, w, group_sizes=sizes)
     steps = {
         "shard_stage1": lambda: launch_fused_stage1(h, ws, inv, 1, 2, 1, t, return_lse=True),
         "shard_partials": lambda: shard_partials(parts, inv, 0),
         "combine_8": lambda: combine_groups(gp, inv, 1, 2),
-        "grouped_partials_8": lambda: grouped_partials(h, w, inv, 1, 2, 1, group_sizes=sizes),
+        "grouped_partials_8": lambda: grouped_partials(request, h, w, group_sizes=sizes),
         "sample_grouped_8": lambda: sample_grouped(h, w, seed=1, host_checks=False, group_sizes=sizes),
     }
     out = {}

@@ -3,7 +3,7 @@
 ``python benchmarks/handoff_probe.py --out benchmarks/results/handoff_probe_h200.json``
 
 For each shape and batch size, in one process: cuBLAS ``h @ W.T`` alone, the ping-pong default tiles
-(:func:`~flashsampling.kernels.fused.warp_specialized_tiles`) and each handoff configuration
+(:func:`~flashsampling.kernels.tiles.warp_specialized_tiles`) and each handoff configuration
 (``64x128x64x6x32x2``: block_b x block_v x block_d x ring stages x epilogue chunk x epilogue groups), each
 with and without noise, as ``do_bench`` medians over ``--rounds`` interleaved rounds (the minimum is
 reported beside every round's value).  Correctness on the same inputs: the handoff candidates against the
@@ -24,24 +24,21 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import bench_ms, probe_inputs, record_row  # noqa: E402
-from flashsampling.kernels.fused import (  # noqa: E402
-    TileConfig,
-    launch_fused_stage1,
-    warp_specialized_tiles,
-)
-from flashsampling.kernels.reduce import reduce_tiles  # noqa: E402
+from benchmarks.probes.stage1 import launch_stage1_probe  # noqa: E402
+from benchmarks.probes.tiles import ProbeTiles, ws_tiles  # noqa: E402
+from flashsampling.kernels.stage2 import reduce_tiles  # noqa: E402
+from flashsampling.kernels.tiles import TileConfig, warp_specialized_tiles  # noqa: E402
 
 DEFAULT_CONFIGS = "64x128x64x6x32x2,64x128x64x6x16x2,64x128x64x5x16x3"
 
 
-def handoff_tiles(spec: str) -> TileConfig:
+def handoff_tiles(spec: str) -> ProbeTiles:
     bb, bv, bd, stages, ev, groups = (int(f) for f in spec.split("x"))
-    return TileConfig(bb, bv, bd, num_warps=4, num_stages=stages, epilogue_v=ev, warp_specialized=True,
-                      warp_groups=groups, handoff=True)  # fmt: skip
+    return ws_tiles(bb, bv, bd, stages, ev, groups, handoff=True)
 
 
 def run(h, w, inv, tiles, noise=True, compiled=None):
-    return launch_fused_stage1(h, w, inv, 11, 12, 1, tiles, noise=noise, compiled=compiled)
+    return launch_stage1_probe(h, w, inv, 11, 12, 1, tiles, noise=noise, compiled=compiled)
 
 
 def check(h, w, inv, tiles, default) -> dict:

@@ -29,8 +29,9 @@ import flashsampling  # noqa: E402
 from benchmarks.bench_h200 import graphed  # noqa: E402
 from benchmarks.common import bench_ms, probe_inputs, record_row  # noqa: E402
 from flashsampling.kernels import launch  # noqa: E402
-from flashsampling.kernels.fused import allocate_partials, choose_tiles, launch_fused_stage1  # noqa: E402
 from flashsampling.kernels.pingpong import tma_descriptors  # noqa: E402
+from flashsampling.kernels.stage1 import allocate_partials, launch_fused_stage1  # noqa: E402
+from flashsampling.kernels.tiles import stage1_tiles  # noqa: E402
 
 
 def host_us(fn, calls: int = 200) -> float:
@@ -55,7 +56,7 @@ def main() -> None:
     dev = torch.device("cuda")
     out = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__, "rows": {}}
     for V, D, B, h, w in probe_inputs(args.shapes, args.batches, dev):
-        tiles = choose_tiles(h, w, 1)
+        tiles = stage1_tiles(h, w, 1)
         inv = torch.full((B,), 1.0 / 0.8, device=dev)
 
         def fused(h=h, w=w):

@@ -1,6 +1,7 @@
 """Launch the default stage-1 kernel a few times, for Nsight Compute to profile one launch.
 
-``ncu --kernel-name regex:stage1_kernel\\|persistent_kernel\\|pingpong_kernel --launch-skip 2 --launch-count 1 \\
+``ncu --kernel-name regex:stage1_kernel\\|persistent_kernel\\|pingpong_kernel\\|pipeline_kernel --launch-skip 2 \\
+     --launch-count 1 \\
      --section SpeedOfLight --section WarpStateStats --section SchedulerStats \\
      python benchmarks/ncu_probe.py --B 256``
 
@@ -22,11 +23,13 @@ import torch
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.pingpong_sweep import ws_tiles  # noqa: E402
+from benchmarks.probes.cooperative import launch_cooperative_probe  # noqa: E402
+from benchmarks.probes.gluon import launch_gluon_probe  # noqa: E402
+from benchmarks.probes.pipeline import MODES  # noqa: E402
+from benchmarks.probes.tiles import ws_tiles  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
-from flashsampling.kernels.cooperative import launch_cooperative_probe  # noqa: E402
-from flashsampling.kernels.fused import allocate_partials, choose_tiles, launch_fused_stage1  # noqa: E402
-from flashsampling.kernels.pingpong import MODES, launch_pingpong  # noqa: E402
+from flashsampling.kernels.stage1 import allocate_partials, launch_fused_stage1  # noqa: E402
+from flashsampling.kernels.tiles import stage1_tiles  # noqa: E402
 
 
 def main() -> None:
@@ -45,13 +48,14 @@ def main() -> None:
     ap.add_argument("--philox-rounds", type=int, default=10,
                     help="with --ws-tiles: Philox rounds (an attribution experiment; the library runs 10)")  # fmt: skip
     ap.add_argument("--noise-mode", default=None,
-                    help="with --ws-tiles: a pingpong.NOISES key; overrides --noise")  # fmt: skip
+                    help="with --ws-tiles: one of benchmarks.probes.gluon.NOISES; overrides --noise")  # fmt: skip
     ap.add_argument("--cublas", action="store_true", help="launch cuBLAS's h @ W.T instead (its kernel for ncu)")
     ap.add_argument("--coop-stages", type=int, default=0,
-                    help="launch the cooperative probe (kernels/cooperative.py: 128 x 256 tiles, this many ring "
+                    help="launch the cooperative probe (probes/cooperative.py: 128 x 256 tiles, this many ring "
                     "stages) in --mode bare or register_argmax instead")  # fmt: skip
     ap.add_argument("--mode", default="sample", choices=sorted(MODES),
-                    help="the Gluon kernel's timing modes (flashsampling.kernels.pingpong.MODES)")  # fmt: skip
+                    help="the Gluon kernel's timing modes (benchmarks.probes.pipeline.MODES; kernel "
+                    "probe_pipeline_kernel)")  # fmt: skip
     args = ap.parse_args()
     w = (torch.randn(args.V, args.D, device="cuda") * 0.02).to(torch.bfloat16)
     h = torch.randn(args.B, args.D, device="cuda").to(torch.bfloat16)
@@ -62,7 +66,7 @@ def main() -> None:
         fields = [int(x) for x in args.tiles.split(",")]
         tiles = TileConfig(*fields[:6], persistent=bool(fields[6]) if len(fields) > 6 else False)
     else:
-        tiles = choose_tiles(h, w, 1)  # what sample() runs (the Gluon kernel above B=32 on sm_90)
+        tiles = stage1_tiles(h, w, 1)  # what sample() runs (the Gluon kernel above B=32 on sm_90)
     for _ in range(4):
         if args.cublas:
             _ = h @ w.T
@@ -73,9 +77,9 @@ def main() -> None:
         elif args.mode != "sample" or args.ws_tiles:
             parts = allocate_partials(args.B, 1, triton.cdiv(args.V, tiles.block_v), h.device)
             noise = args.noise or ("off" if args.no_noise else "exact")
-            launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=args.philox_rounds,
-                            noise=noise != "off", mode=args.mode, noise_filter=noise == "filtered",
-                            noise_mode=args.noise_mode)  # fmt: skip
+            launch_gluon_probe(h, w, inv, parts, 5, 7, tiles, n_rounds=args.philox_rounds, noise=noise != "off",
+                               mode=args.mode, noise_filter=noise == "filtered",
+                               noise_mode=args.noise_mode)  # fmt: skip
         else:
             launch_fused_stage1(h, w, inv, 5, 7, 1, tiles, noise=not args.no_noise)
     torch.cuda.synchronize()

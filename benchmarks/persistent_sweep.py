@@ -9,7 +9,7 @@ For V=151936, D=4096 (bf16) and each batch size it times, in one process (``do_b
 * ``persistent/...``  the persistent TMA kernel over candidate tiles, with and without loop
                       flattening (compile failures recorded, not fatal; v6's ``.../interleave`` entries
                       timed a kernel since removed);
-* ``split/...``       cuBLAS fp32 logits, then :func:`flashsampling.kernels.fused.launch_logits_stage1`
+* ``split/...``       cuBLAS fp32 logits, then :func:`flashsampling.kernels.stage1.launch_logits_stage1`
                       and stage 2 (the logits are written to HBM once and read once);
 
 and it checks that the persistent kernel returns the default kernel's tokens.  Results are written
@@ -30,15 +30,11 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import bench_ms  # noqa: E402
+from benchmarks.probes.stage1 import launch_persistent_probe  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
-from flashsampling.kernels.fused import (  # noqa: E402
-    allocate_partials,
-    default_tiles,
-    launch_fused_stage1,
-    launch_logits_stage1,
-)
-from flashsampling.kernels.persistent import launch_persistent  # noqa: E402
-from flashsampling.kernels.reduce import reduce_tiles  # noqa: E402
+from flashsampling.kernels.stage1 import allocate_partials, launch_fused_stage1, launch_logits_stage1  # noqa: E402
+from flashsampling.kernels.stage2 import reduce_tiles  # noqa: E402
+from flashsampling.kernels.tiles import default_tiles  # noqa: E402
 
 # (block_b, block_v, block_d, num_warps, num_stages, epilogue_v), flatten, warp_specialize.  The
 # warp_specialize switch (v1: no effect) and the v5 chunk-loop switch were removed from the kernel: such
@@ -139,7 +135,7 @@ PERSISTENT_V6 = {
         ((128, 128, 64, 8, 4, 8), True, False, {"interleave": True}),
     ],
 }
-# Now: the Triton defaults of B = 128 and 256 (flashsampling.kernels.fused.default_tiles), to rerun them.
+# Now: the Triton defaults of B = 128 and 256 (flashsampling.kernels.tiles.default_tiles), to rerun them.
 PERSISTENT = {
     128: [((128, 128, 128, 16, 3, 32), True, False)],
     256: [((128, 256, 64, 16, 4, 32), True, False)],
@@ -198,8 +194,8 @@ def sweep_batch(B: int, h, inv, w, out: dict, split: bool = True) -> dict:
 
             def run_p(h=h, tc=tc, flatten=flatten, noise=True, n_rounds=10):
                 parts = allocate_partials(B, 1, triton.cdiv(V, tc.candidate_v), dev)
-                k = launch_persistent(h, w, inv, parts, 5, 7, 1, tc, col_offset=0, return_lse=False,
-                                      n_rounds=n_rounds, noise=noise, upcast=False, flatten=flatten)  # fmt: skip
+                k = launch_persistent_probe(h, w, inv, parts, 5, 7, 1, tc, noise=noise, n_rounds=n_rounds,
+                                            flatten=flatten)  # fmt: skip
                 return reduce_tiles(*parts[:4], V)[0], k
 
             tok, k = run_p()

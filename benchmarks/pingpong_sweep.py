@@ -23,10 +23,13 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import bench_ms  # noqa: E402
+from benchmarks.probes.gluon import launch_gluon_probe  # noqa: E402
+from benchmarks.probes.stage1 import launch_stage1_probe  # noqa: E402
+from benchmarks.probes.tiles import ws_tiles  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
-from flashsampling.kernels.fused import allocate_partials, default_tiles, launch_fused_stage1  # noqa: E402
-from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
-from flashsampling.kernels.reduce import reduce_tiles  # noqa: E402
+from flashsampling.kernels.stage1 import allocate_partials  # noqa: E402
+from flashsampling.kernels.stage2 import reduce_tiles  # noqa: E402
+from flashsampling.kernels.tiles import default_tiles  # noqa: E402
 
 # (block_b, block_v, block_d, num_stages, epilogue_v, consumer registers[, epilogue]).  v1
 # (results/pingpong_sweep_h200_v1.json): the epilogue staged through scratch.  v2: epilogue "regs" (chunks
@@ -62,7 +65,7 @@ CONFIGS_V5 = {
     64: [(64, 128, 64, 6, 16, 3), (64, 128, 64, 6, 32, 3)],
 }
 # v6 (session 6, prepared, not yet run): shared-memory staging, one buffer taken in turn (the default) against
-# one buffer per consumer group ("spg", launch_pingpong(stage_per_group=True)), which needs a shallower ring.
+# one buffer per consumer group ("spg", launch_gluon_probe(stage_per_group=True)), which needs a shallower ring.
 CONFIGS = {
     256: [(64, 256, 64, 4, 32, 2), (64, 256, 64, 2, 32, 2, "spg"), (64, 128, 64, 6, 16, 3),
           (64, 128, 64, 5, 16, 3, "spg"), (64, 128, 64, 4, 16, 3, "spg")],
@@ -71,17 +74,12 @@ CONFIGS = {
 }  # fmt: skip
 
 
-def ws_tiles(bb, bv, bd, stages, ev, groups=2) -> TileConfig:
-    return TileConfig(bb, bv, bd, num_warps=4, num_stages=stages, epilogue_v=ev, warp_specialized=True,
-                      warp_groups=groups)  # fmt: skip
-
-
 def compare_candidates(h, w, inv, tiles, ref_tiles, col_offset=0) -> dict:
     """Candidates of ``tiles`` (Gluon) against ``ref_tiles`` (unstaged Triton, same block_v)."""
     V = w.shape[0]
     ks = []
-    a = launch_fused_stage1(h, w, inv, 11, 12, 1, tiles, col_offset=col_offset, compiled=ks)
-    b = launch_fused_stage1(h, w, inv, 11, 12, 1, ref_tiles, col_offset=col_offset)
+    a = launch_stage1_probe(h, w, inv, 11, 12, 1, tiles, col_offset=col_offset, compiled=ks)
+    b = launch_stage1_probe(h, w, inv, 11, 12, 1, ref_tiles, col_offset=col_offset)
     ta, tb = reduce_tiles(*a[:4], V)[0], reduce_tiles(*b[:4], V)[0]
     torch.cuda.synchronize()
     return {
@@ -110,11 +108,11 @@ def checks(dev) -> list:
     h = torch.randn(256, 192, device=dev, generator=gen).to(torch.bfloat16)
     w = (torch.randn(3001, 192, device=dev, generator=gen) * 0.3).to(torch.bfloat16)
     inv = torch.linspace(0.0, 2.0, 256, device=dev)
-    b = launch_fused_stage1(h, w, inv, 11, 12, 1, ref)
+    b = launch_stage1_probe(h, w, inv, 11, 12, 1, ref)
     for progs, groups in ((1, 2), (3, 2), (1, 3), (3, 3), (7, 3), (None, 3)):
         a = allocate_partials(256, 1, b[0].shape[-1], dev)
         tc = ws_tiles(128, 128, 64, 4, 16) if groups == 2 else ws_tiles(64, 128, 64, 4, 16, 3)
-        launch_pingpong(h, w, inv, a, 11, 12, tc, col_offset=0, n_rounds=10, noise=True, programs=progs)
+        launch_gluon_probe(h, w, inv, a, 11, 12, tc, programs=progs)
         torch.cuda.synchronize()
         rec = {"shape": [256, 3001, 192], "programs": progs, "groups": groups,
                "idx_agree": float((a[2] == b[2]).float().mean()),
@@ -167,7 +165,7 @@ def main() -> None:
         t = default_tiles(B, V, D)
 
         def run(tc, h=h, inv=inv, **kw):
-            return reduce_tiles(*launch_fused_stage1(h, w, inv, 5, 7, 1, tc, **kw)[:4], V)[0]
+            return reduce_tiles(*launch_stage1_probe(h, w, inv, 5, 7, 1, tc, **kw)[:4], V)[0]
 
         ref = run(t)
         row["default"] = bench_ms(lambda t=t: run(t))
@@ -180,8 +178,7 @@ def main() -> None:
 
                 def run_ws(tc=tc, noise=True, h=h, inv=inv, spg=spg):
                     parts = allocate_partials(h.shape[0], 1, triton.cdiv(V, tc.block_v), dev)
-                    k = launch_pingpong(h, w, inv, parts, 5, 7, tc, col_offset=0, n_rounds=10, noise=noise,
-                                        stage_per_group=spg)  # fmt: skip
+                    k = launch_gluon_probe(h, w, inv, parts, 5, 7, tc, noise=noise, stage_per_group=spg)
                     return reduce_tiles(*parts[:4], V)[0], k
 
                 t0 = time.time()

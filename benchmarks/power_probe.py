@@ -6,7 +6,7 @@ each timed and then looped for a few seconds while ``nvidia-smi`` logs the SM cl
 Variants (same process, same inputs, V=151936, D=4096, B=256 by default):
 * ``cublas``: ``h @ W.T`` into a preallocated output;
 * ``bare``: the Gluon kernel whose epilogue only takes each row's maximum logit (the matmul and the
-  pipeline; :func:`flashsampling.kernels.pingpong._bare_epilogue`);
+  pipeline; :func:`benchmarks.probes.pipeline.bare_epilogue`);
 * ``no_noise``: the sampler's epilogue without the noise (scratch round trip, scan, candidates);
 * ``noise``: the shipped kernel;
 * ``epilogue_alone`` (and ``_no_noise``): the sampler's epilogue on a synthetic accumulator, without
@@ -33,8 +33,9 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import bench_ms  # noqa: E402
-from flashsampling.kernels.fused import allocate_partials, choose_tiles  # noqa: E402
-from flashsampling.kernels.pingpong import launch_pingpong  # noqa: E402
+from benchmarks.probes.gluon import launch_gluon_probe  # noqa: E402
+from flashsampling.kernels.stage1 import allocate_partials  # noqa: E402
+from flashsampling.kernels.tiles import stage1_tiles  # noqa: E402
 
 FIELDS = ["clocks.sm", "clocks.mem", "power.draw", "power.limit", "temperature.gpu", "clocks_event_reasons.active"]
 
@@ -103,13 +104,13 @@ def main() -> None:
     w = (torch.randn(V, D, device=dev, generator=gen) * 0.02).to(torch.bfloat16)
     h = torch.randn(B, D, device=dev, generator=gen).to(torch.bfloat16)
     inv = torch.ones(B, device=dev)
-    tiles = choose_tiles(h, w, 1)  # the Gluon kernel's tiles for this B
+    tiles = stage1_tiles(h, w, 1)  # the Gluon kernel's tiles for this B
     parts = allocate_partials(B, 1, triton.cdiv(V, tiles.block_v), dev)
     logits = torch.empty(B, V, dtype=torch.bfloat16, device=dev)
 
     def gluon(noise=True, mode="sample"):
-        return lambda: launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, noise=noise,
-                                       mode=mode)  # fmt: skip
+        return lambda: launch_gluon_probe(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, noise=noise,
+                                          mode=mode)  # fmt: skip
 
     variants = {"cublas": lambda: torch.matmul(h, w.T, out=logits), "bare": gluon(mode="bare"),
                 "no_noise": gluon(noise=False), "noise": gluon(),

@@ -13,7 +13,8 @@ Usage::
     FLASHSAMPLING_INTERPRET=0 python benchmarks/sass_fingerprint.py [--json OUT.json] [--only NAME,...]
 
 The Triton kernels are compiled from their source with an explicit signature (pointers 16-byte aligned, as the
-launches' buffers are); the Gluon kernel through its launcher module's ``compile_offline``.
+launches' buffers are); the Gluon kernel through :func:`flashsampling.kernels.pingpong.compile_offline`, with the
+sampler's epilogue or the tile inverse-CDF stream's.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ os.environ.setdefault("FLASHSAMPLING_INTERPRET", "0")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import triton  # noqa: E402
+
+from flashsampling.kernels import persistent, pingpong, stage1, stage2, temperature  # noqa: E402
+from flashsampling.kernels.tiles import default_tiles, warp_specialized_tiles  # noqa: E402
+from flashsampling.tile_cdf.fused import tile_cdf_epilogue  # noqa: E402
 
 NVDISASM = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
@@ -68,18 +73,15 @@ def compile_triton(fn, types: dict[str, str], constexprs: dict[str, object], opt
 
 def kernels() -> dict:
     """``name -> zero-argument function returning the cubin`` for every shipped specialization."""
-    from flashsampling.kernels import fused, persistent, pingpong, reduce, temperature
-    from flashsampling.kernels.fused import default_tiles, warp_specialized_tiles
-
     out = {}
     # 16 < B <= 32 (on a full last wave) and B > 64 share the 64 x 256 tiles; 32 < B <= 64 has its own.
     for band, B in (("b64", 64), ("b256", 256)):
         tiles = warp_specialized_tiles(B)
         out[f"gluon-{band}-exact"] = lambda t=tiles: pingpong.compile_offline(t).asm["cubin"]
     wide = warp_specialized_tiles(256)
-    out["gluon-b256-no-noise"] = lambda: pingpong.compile_offline(wide, noise="off").asm["cubin"]
-    out["gluon-b64-no-noise"] = lambda: pingpong.compile_offline(warp_specialized_tiles(64), noise="off").asm["cubin"]
-    out["gluon-tile-cdf"] = lambda: pingpong.compile_offline(wide, noise="tile_cdf").asm["cubin"]
+    out["gluon-b256-no-noise"] = lambda: pingpong.compile_offline(wide, noise=False).asm["cubin"]
+    out["gluon-b64-no-noise"] = lambda: pingpong.compile_offline(warp_specialized_tiles(64), noise=False).asm["cubin"]
+    out["gluon-tile-cdf"] = lambda: pingpong.compile_offline(wide, epilogue=tile_cdf_epilogue).asm["cubin"]
 
     ptr = {"h_ptr": "*bf16", "w_ptr": "*bf16", "z_ptr": "*fp32", "inv_temp_ptr": "*fp32", "part_max_ptr": "*fp32",
            "part_key_ptr": "*i64", "part_idx_ptr": "*i64", "flag_ptr": "*i32", "lse_ptr": "*fp32",
@@ -96,7 +98,7 @@ def kernels() -> dict:
                      "RETURN_LSE": False, "PAIRED": True, "NOISE": noise, "EPILOGUE_V": t.epilogue_v}  # fmt: skip
             name = f"triton-stage1-b{B}" + ("" if noise else "-no-noise")
             out[name] = lambda t=t, c=const: compile_triton(
-                fused.fused_stage1_kernel, ints(fused.fused_stage1_kernel), c, {"num_warps": t.num_warps,
+                stage1.fused_stage1_kernel, ints(stage1.fused_stage1_kernel), c, {"num_warps": t.num_warps,
                                                                                 "num_stages": t.num_stages})
     for B in (128, 256):  # the persistent TMA kernel: several samples or log-masses at B > 64
         t = default_tiles(B, 151936, 4096, 2)
@@ -114,9 +116,9 @@ def kernels() -> dict:
         const = {"stride_zv": 1, "BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, "N_ROUNDS": 10, "RETURN_LSE": lse,
                  "PAIRED": True, "NOISE": True}  # fmt: skip
         out["triton-logits" + ("-lse" if lse else "")] = lambda c=const: compile_triton(
-            fused.logits_stage1_kernel, ints(fused.logits_stage1_kernel), c, {"num_warps": 4})
+            stage1.logits_stage1_kernel, ints(stage1.logits_stage1_kernel), c, {"num_warps": 4})
     out["triton-reduce"] = lambda: compile_triton(
-        reduce.reduce_tiles_kernel, ints(reduce.reduce_tiles_kernel, token_ptr="*i64", row_flag_ptr="*i32"),
+        stage2.reduce_tiles_kernel, ints(stage2.reduce_tiles_kernel, token_ptr="*i64", row_flag_ptr="*i32"),
         {"BLOCK_SIZE_T": 1024}, {"num_warps": 4})
     out["triton-temperature"] = lambda: compile_triton(
         temperature.inverse_temperature_kernel, ints(temperature.inverse_temperature_kernel, t_ptr="*fp32",
@@ -129,11 +131,9 @@ def kernels() -> dict:
 
 def combine_kernels() -> dict:
     """The grouped/online/TP second-stage kernels, at the block sizes their launchers choose for a small case."""
-    from flashsampling.kernels import combine
-
     out = {}
     for name in ("reduce_candidates_kernel", "combine_groups_kernel", "online_merge_kernel"):
-        fn = getattr(combine, name, None)
+        fn = getattr(stage2, name, None)
         if fn is None:
             continue
         out[f"triton-{name.removesuffix('_kernel').replace('_', '-')}"] = lambda fn=fn: compile_combine(fn)

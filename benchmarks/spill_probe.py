@@ -23,8 +23,9 @@ import torch
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from flashsampling._validate import check_temperature  # noqa: E402
-from flashsampling.kernels.fused import choose_tiles, launch_fused_stage1  # noqa: E402
+from benchmarks.probes.stage1 import launch_stage1_probe  # noqa: E402
+from flashsampling._validate import inverse_temperature  # noqa: E402
+from flashsampling.kernels.tiles import stage1_tiles  # noqa: E402
 
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 
@@ -53,10 +54,10 @@ def main() -> None:
         torch.cuda.synchronize()
     for B in (int(b) for b in args.batches.split(",")):
         h = torch.randn(B, D, device="cuda").to(torch.bfloat16)
-        tiles = choose_tiles(h, w, 1)
-        inv, _ = check_temperature(0.9, B, h.device, host_checks=False)
+        tiles = stage1_tiles(h, w, 1)
+        inv = inverse_temperature(0.9, B, h.device)[0]
         compiled: list = []
-        launch_fused_stage1(h, w, inv, 1, 2, 1, tiles, compiled=compiled)
+        launch_stage1_probe(h, w, inv, 1, 2, 1, tiles, compiled=compiled)
         k = compiled[0]
         stem = out / f"stage1_B{B}"
         stem.with_suffix(".cubin").write_bytes(k.asm["cubin"])

@@ -24,9 +24,10 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import bench_ms  # noqa: E402
-from benchmarks.pingpong_sweep import ws_tiles  # noqa: E402
-from flashsampling.kernels import pingpong  # noqa: E402
-from flashsampling.kernels.fused import allocate_partials, warp_specialized_tiles  # noqa: E402
+from benchmarks.probes.gluon import launch_gluon_probe  # noqa: E402
+from benchmarks.probes.tiles import warp_groups, ws_tiles  # noqa: E402
+from flashsampling.kernels.stage1 import allocate_partials  # noqa: E402
+from flashsampling.kernels.tiles import warp_specialized_tiles  # noqa: E402
 
 
 def load_module(path: str):
@@ -36,9 +37,10 @@ def load_module(path: str):
     return mod
 
 
-def launcher(mod, h, w, inv, parts, tiles, **kw):
-    """A launch of ``mod``'s Gluon kernel into ``parts`` (fixed seed), for the timer."""
-    return lambda: mod.launch_pingpong(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, **kw)
+def launcher(launch, h, w, inv, parts, tiles, **kw):
+    """A launch of a version's Gluon kernel (``launch``: its ``launch_pingpong``, or this tree's probe launcher) into
+    ``parts`` (fixed seed), for the timer."""
+    return lambda: launch(h, w, inv, parts, 5, 7, tiles, col_offset=0, n_rounds=10, **kw)
 
 
 def main() -> None:
@@ -53,8 +55,9 @@ def main() -> None:
     ap.add_argument("--extra", default="64x128x64x6x16x3,128x128x64x4x16x2",
                     help="more tiles (bb x bv x bd x stages x ev x groups), timed at B > 64")  # fmt: skip
     args = ap.parse_args()
-    versions = [("prev" if i == 0 else f"prev{i + 1}", load_module(p)) for i, p in enumerate(args.prev.split(","))]
-    versions.append(("new", pingpong))
+    versions = [("prev" if i == 0 else f"prev{i + 1}", load_module(p).launch_pingpong)
+                for i, p in enumerate(args.prev.split(","))]  # fmt: skip
+    versions.append(("new", launch_gluon_probe))
     dev = torch.device("cuda")
     V, D = args.V, args.D
     gen = torch.Generator(device=dev).manual_seed(0)
@@ -71,14 +74,14 @@ def main() -> None:
                 configs.append(ws_tiles(*map(int, spec.split("x"))))
         for tiles in configs:
             t = tiles
-            fields = (t.block_b, t.block_v, t.block_d, t.num_stages, t.epilogue_v, t.warp_groups)
+            fields = (t.block_b, t.block_v, t.block_d, t.num_stages, t.epilogue_v, warp_groups(t))
             name = "x".join(map(str, fields))
             rec: dict = {}
             try:
                 parts = {}
-                for tag, mod in versions:
+                for tag, launch in versions:
                     p = allocate_partials(B, 1, triton.cdiv(V, tiles.block_v), dev)
-                    k = mod.launch_pingpong(h, w, inv, p, 5, 7, tiles, col_offset=0, n_rounds=10, noise=True)
+                    k = launch(h, w, inv, p, 5, 7, tiles, col_offset=0, n_rounds=10, noise=True)
                     torch.cuda.synchronize()
                     parts[tag] = p
                     rec[f"{tag}_regs"], rec[f"{tag}_spills"] = k.n_regs, k.n_spills
@@ -88,12 +91,13 @@ def main() -> None:
                     a = parts[tag]
                     same = torch.equal(a[0], b[0]) and torch.equal(a[2], b[2]) and torch.equal(a[3], b[3])
                     rec["equal" if tag == "prev" else f"equal_{tag}"] = bool(same)
-                for tag, mod in versions:
+                for tag, launch in versions:
                     for noise in (True, False):
                         rec[f"{tag}_{'noise' if noise else 'no_noise'}"] = bench_ms(
-                            launcher(mod, h, w, inv, parts[tag], tiles, noise=noise)
+                            launcher(launch, h, w, inv, parts[tag], tiles, noise=noise)
                         )
-                rec["bare"] = bench_ms(launcher(pingpong, h, w, inv, parts["new"], tiles, noise=False, mode="bare"))
+                rec["bare"] = bench_ms(launcher(launch_gluon_probe, h, w, inv, parts["new"], tiles, noise=False,
+                                                mode="bare"))  # fmt: skip
             except Exception as e:  # noqa: BLE001
                 rec["error"] = repr(e)[-1500:]
             row[name] = rec

@@ -1,7 +1,8 @@
 """The Gluon kernel's tile choice through ``flashsampling.sample``, in the harness's conditions.
 
 For each harness shape and B in {128, 256} (``--set small``: B <= 64, the default against the Gluon kernel's
-64 x 128 tiles): ``sample()`` with each candidate ``TileConfig`` and the cuBLAS
+64 x 128 tiles): ``sample()`` with each candidate tile configuration (``benchmarks.probes.stage1.sample_probe``:
+``sample()`` whose stage 1 also runs the probes' three consumer groups) and the cuBLAS
 matmul, timed in one process with the harness's timer (``triton.testing.do_bench`` median, L2 flushed),
 the candidates interleaved over ``--rounds`` rounds so that clock drift hits them alike.  Writes JSON.
 
@@ -22,23 +23,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import flashsampling  # noqa: E402
 from benchmarks.bench_h200 import SHAPES, TEMPERATURE  # noqa: E402
 from benchmarks.common import bench_ms  # noqa: E402
-from flashsampling import TileConfig  # noqa: E402
+from benchmarks.probes.stage1 import sample_probe  # noqa: E402
+from benchmarks.probes.tiles import ProbeTiles  # noqa: E402
 
 WS = {"num_warps": 4, "warp_specialized": True}
 CANDIDATES = {
-    "3 groups, 64x128, 6 stages, 16-col": TileConfig(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=3, **WS),
-    "2 groups, 64x256, 4 stages, 32-col": TileConfig(64, 256, 64, num_stages=4, epilogue_v=32, warp_groups=2, **WS),
-    "2 groups, 64x256, 4 stages, 16-col": TileConfig(64, 256, 64, num_stages=4, epilogue_v=16, warp_groups=2, **WS),
-    # 128-row tiles: half the weight tiles' reads from L2; no faster (benchmarks/NOTES.md, session 12 §1)
-    "2 groups, 128x128, 4 stages, 16-col": TileConfig(128, 128, 64, num_stages=4, epilogue_v=16, warp_groups=2, **WS),
-    "2 groups, 128x128, 5 stages, 16-col": TileConfig(128, 128, 64, num_stages=5, epilogue_v=16, warp_groups=2, **WS),
+    "3 groups, 64x128, 6 stages, 16-col": ProbeTiles(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=3, **WS),
+    "2 groups, 64x256, 4 stages, 32-col": ProbeTiles(64, 256, 64, num_stages=4, epilogue_v=32, warp_groups=2, **WS),
+    "2 groups, 64x256, 4 stages, 16-col": ProbeTiles(64, 256, 64, num_stages=4, epilogue_v=16, warp_groups=2, **WS),
+    # 128-row tiles: half the weight tiles' reads from L2; no faster (results/tiles128_probe_h200.json)
+    "2 groups, 128x128, 4 stages, 16-col": ProbeTiles(128, 128, 64, num_stages=4, epilogue_v=16, warp_groups=2, **WS),
+    "2 groups, 128x128, 5 stages, 16-col": ProbeTiles(128, 128, 64, num_stages=5, epilogue_v=16, warp_groups=2, **WS),
 }
 #: ``--set small``: the B <= 64 default (Triton, or Gluon where warp_specialized_tiles picks it) against the Gluon
 #: kernel's 64 x 128 tiles with 2 or 3 groups and its 64 x 256 tiles.
 SMALL_CANDIDATES = {
     "default": None,
     "3 groups, 64x128, 6 stages, 16-col": CANDIDATES["3 groups, 64x128, 6 stages, 16-col"],
-    "2 groups, 64x128, 6 stages, 16-col": TileConfig(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=2, **WS),
+    "2 groups, 64x128, 6 stages, 16-col": ProbeTiles(64, 128, 64, num_stages=6, epilogue_v=16, warp_groups=2, **WS),
     "2 groups, 64x256, 4 stages, 32-col": CANDIDATES["2 groups, 64x256, 4 stages, 32-col"],
 }
 
@@ -63,14 +65,14 @@ def main() -> None:
             ref = flashsampling.sample(h, w, temperature=TEMPERATURE, seed=1234, host_checks=False)
             agree = {}
             for name, tc in candidates.items():
-                tok = flashsampling.sample(h, w, temperature=TEMPERATURE, seed=1234, host_checks=False, tiles=tc)
+                tok = sample_probe(h, w, temperature=TEMPERATURE, seed=1234, host_checks=False, tiles=tc)
                 agree[name] = float((tok == ref).float().mean())
             for _ in range(args.rounds):
                 times["matmul"].append(bench_ms(lambda h=h, w=w: h @ w.T))
                 for name, tc in candidates.items():
                     times[name].append(
-                        bench_ms(lambda h=h, w=w, tc=tc: flashsampling.sample(h, w, temperature=TEMPERATURE, seed=1234,
-                                                                           host_checks=False, tiles=tc))
+                        bench_ms(lambda h=h, w=w, tc=tc: sample_probe(h, w, temperature=TEMPERATURE, seed=1234,
+                                                                      host_checks=False, tiles=tc))
                     )  # fmt: skip
             row = {"V": V, "D": D, "B": B, "ms": {k: min(v) for k, v in times.items()}, "all_ms": times,
                    "token_agreement_with_default": agree}  # fmt: skip

@@ -27,10 +27,11 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import bench_ms  # noqa: E402
+from benchmarks.probes.stage1 import launch_stage1_probe  # noqa: E402
 from flashsampling import TileConfig  # noqa: E402
-from flashsampling._validate import check_temperature  # noqa: E402
-from flashsampling.kernels.fused import default_tiles, launch_fused_stage1  # noqa: E402
-from flashsampling.kernels.reduce import reduce_tiles  # noqa: E402
+from flashsampling._validate import inverse_temperature  # noqa: E402
+from flashsampling.kernels.stage2 import reduce_tiles  # noqa: E402
+from flashsampling.kernels.tiles import default_tiles  # noqa: E402
 
 # (block_b, block_v, block_d, num_warps, num_stages, epilogue_v).  Earlier candidate lists are recorded
 # in results/tile_sweep_h200_*.json (their seventh entry is the since removed swap_ab option).
@@ -109,11 +110,11 @@ def main() -> None:
     sweep, split = [], []
     for B in (int(b) for b in args.batches.split(",")):
         h = torch.randn(B, D, device="cuda").to(torch.bfloat16)
-        inv, _ = check_temperature(1.0, B, h.device, host_checks=False)
+        inv = inverse_temperature(1.0, B, h.device)[0]
         mm = bench_ms(lambda h=h: h @ w.T)
 
         def run(t, h=h, inv=inv, **kw):
-            parts = launch_fused_stage1(h, w, inv, 5, 7, 1, t, **kw)
+            parts = launch_stage1_probe(h, w, inv, 5, 7, 1, t, **kw)
             return reduce_tiles(*parts[:4], V)
 
         if B >= 64 and args.plain_matmul:

@@ -14,7 +14,7 @@ from . import _device  # noqa: F401  (must come first: selects compiled vs inter
 from ._device import INTERPRET
 from .distributed import sample_tp, sample_tp_from_logits
 from .grouped import sample_grouped, sample_grouped_from_logits
-from .kernels.fused import TileConfig
+from .kernels.tiles import TileConfig
 from .online import OnlineResult, OnlineSampler, sample_online
 from .sampling import sample, sample_from_logits
 

@@ -47,7 +47,7 @@ def device_function(fn):
     """
     if INTERPRET:
         return fn
-    import triton
+    import triton  # (here, not at the top: this module sets TRITON_INTERPRET before anything imports triton)
 
     return triton.jit(fn)
 

@@ -1,10 +1,10 @@
 """Argument checks shared by every entry point.
 
 Each ``check_*`` raises ``TypeError`` (wrong kind of thing) or ``ValueError`` (right kind, bad value)
-with a message that names the argument, shows its value and says what would be valid.  Checks
-that need a device-to-host synchronization are the callers' ``host_checks`` switch; everything
-here is free (metadata only) unless its docstring says otherwise.  Never ``assert``: ``python -O``
-removes it.
+with a message that names the argument, shows its value and says what would be valid.  Everything
+here is free (metadata only, no device-to-host synchronization): a temperature tensor's values are checked on the
+device and read with the kernels' flags at the call's finish (:mod:`flashsampling._request`).  Never ``assert``:
+``python -O`` removes it.
 """
 
 from __future__ import annotations
@@ -116,26 +116,15 @@ def check_num_samples(num_samples) -> int:
     return int(num_samples)
 
 
-def check_temperature(temperature, batch: int, device: torch.device, *, host_checks: bool) -> tuple[torch.Tensor, bool]:
-    """Per-row float32 inverse temperature (0 marks greedy) and whether every row is greedy.
-
-    ``temperature`` is a Python number or a tensor of shape ``[B]`` (or ``[]``).  Negative, NaN and
-    infinite values raise ``ValueError``; for a tensor that check reads it on the host (a
-    synchronization), so it runs only with ``host_checks``.  :func:`inverse_temperature` defers that
-    check to the caller's one synchronization after the kernels.
-    """
-    inv, flags, all_greedy = inverse_temperature(temperature, batch, device)
-    if flags is not None and host_checks:
-        raise_on_kernel_flags(flags, "temperature", temperature=temperature)
-    return inv, all_greedy
-
-
 def inverse_temperature(
     temperature, batch: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor | None, bool]:
     """``(inv, flags, all_greedy)``: the per-row float32 inverse temperature (0 marks greedy), and for
     a tensor the per-row ``FLAG_BAD_TEMPERATURE`` flags, computed on the device without a
-    synchronization (``None`` for a number, which is checked here).  Metadata checks raise at once."""
+    synchronization (``None`` for a number, which is checked here).  Metadata checks raise at once.
+
+    ``temperature`` is a Python number or a tensor of shape ``[B]`` (or ``[]``); negative, NaN and infinite values
+    are invalid, and so are values whose inverse overflows float32 (0 means greedy)."""
     if isinstance(temperature, torch.Tensor):
         if temperature.dim() > 1 or (temperature.dim() == 1 and temperature.shape[0] != batch):
             raise ValueError(
@@ -182,35 +171,3 @@ def host_inverse_temperature(t: float, name_value=None) -> float:
     if q >= _FLOAT32_OVERFLOW:
         raise ValueError(f"temperature={shown} is too small: 1/temperature overflows float32; use 0 for greedy")
     return float(np.float32(q))
-
-
-def raise_on_kernel_flags(flags: torch.Tensor, what: str, *, temperature=None) -> None:
-    """Raise ``ValueError`` for the rows whose kernel flags are set (one host synchronization).
-
-    ``flags`` is ``[B]`` or ``[B, S]``; ``temperature`` (the caller's argument) names the value of a
-    row flagged ``FLAG_BAD_TEMPERATURE``, which is reported first (it causes the others).
-    """
-    from .kernels.select import FLAG_BAD_LOGIT, FLAG_BAD_TEMPERATURE, FLAG_NO_FINITE, FLAG_OVERFLOW
-
-    row_flags = flags.amax(dim=1) if flags.dim() == 2 else flags
-    if not bool(row_flags.any()):
-        return
-    if bool((row_flags & FLAG_BAD_TEMPERATURE).any()):
-        row = int(torch.nonzero(row_flags & FLAG_BAD_TEMPERATURE)[0, 0])
-        t = temperature.reshape(-1)[row if temperature.numel() > 1 else 0] if temperature is not None else None
-        value = f"={float(t)}" if t is not None else ""
-        raise ValueError(
-            f"temperature[{row}]{value} is invalid; temperatures must be finite and >= 0, and 1/temperature "
-            "must fit float32 (0 means greedy)"
-        )
-    bad = torch.nonzero(row_flags).flatten().tolist()
-    f = int(row_flags[bad[0]])
-    rows = ", ".join(map(str, bad[:8])) + (" ..." if len(bad) > 8 else "")
-    if f & FLAG_BAD_LOGIT:
-        raise ValueError(f"{what} contain NaN or infinite values in row(s) {rows}")
-    if f & FLAG_OVERFLOW:
-        raise ValueError(
-            f"{what} divided by temperature overflow float32 in row(s) {rows}; raise the temperature or use 0 (greedy)"
-        )
-    if f & FLAG_NO_FINITE:
-        raise ValueError(f"{what}: row(s) {rows} have no finite logit (every token is masked)")

@@ -31,6 +31,7 @@ Without an initialized process group the functions run as a world of one.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -38,10 +39,10 @@ import torch
 import torch.distributed as dist
 
 from . import _validate as check
-from .grouped import check_lm_head, grouped_sampler_np, logits_blocks, masked_logsumexp
-from .kernels.combine import launch_combine_groups, launch_reduce_candidates
-from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1
-from .noise import split_seed
+from ._request import GIVEN_LOGITS, LM_HEAD_LOGITS, Request, new_request
+from .grouped import _check_row, grouped_sampler_np, masked_logsumexp
+from .kernels.stage2 import launch_combine_groups, launch_reduce_candidates
+from .kernels.tiles import TileConfig
 from .twin import sample_twin_many
 
 COMBINES = ("pathwise", "factorized")
@@ -81,12 +82,12 @@ def _f32_from_bits(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.int32).view(torch.float32)
 
 
-def _agree(local_size: int, seed: int | None, device, group) -> tuple[int, int]:
+def _agree(local_size: int, seed: int, device, group) -> tuple[int, int]:
     """One small all-gather: this rank's start (prefix sum of the sizes in rank order) and a
-    common seed (rank 0's, drawn from its torch generator when the callers passed ``None``)."""
+    common seed (rank 0's ``seed``: the callers' seed, or the one each rank's request drew from its torch
+    generator when the callers passed ``None``)."""
     rank, _ = world_of(group)
-    draw = check.check_seed(seed)
-    mine = torch.tensor([local_size, draw >> 32, draw & 0xFFFFFFFF], dtype=torch.int64, device=device)
+    mine = torch.tensor([local_size, seed >> 32, seed & 0xFFFFFFFF], dtype=torch.int64, device=device)
     table = all_gather_rows(mine, group).cpu()
     start = int(table[:rank, 0].sum())
     common = (int(table[0, 1]) << 32) | int(table[0, 2])
@@ -125,12 +126,25 @@ def _device_ints(values, device: torch.device) -> torch.Tensor:
     return t.to(device)
 
 
-def _exchange_and_combine(cands, *, start, size, seed, inv_temp, combine, vocab_size, host_checks,
-                          return_logsumexp, group, what):  # fmt: skip
+def _sample_shard(request: Request, stage1, *, start: int, size: int, combine: str, vocab_size, return_logsumexp,
+                  group):  # fmt: skip
+    """This rank's candidates (``stage1(return_lse)``'s, reduced; none for an empty shard), then the exchange and
+    the combine.  Log-masses are computed only where the combine or the caller needs them."""
+    need_lse = combine == "factorized" or return_logsumexp
+    B = request.inv_temp.shape[0]
+    if size == 0:
+        cands = _empty_candidates(B, request.num_samples, start, request.inv_temp.device)
+    else:
+        cands = _local_candidates(stage1(need_lse), request.inv_temp, need_lse)
+    return _exchange_and_combine(cands, request, start=start, size=size, combine=combine, vocab_size=vocab_size,
+                                 return_logsumexp=return_logsumexp, group=group)  # fmt: skip
+
+
+def _exchange_and_combine(cands, request: Request, *, start, size, combine, vocab_size, return_logsumexp, group):
     L, m, k, i, flags = cands
     B, S = m.shape
     device = m.device
-    lo, hi = split_seed(seed)
+    lo, hi = request.seed_words
     header = _device_ints([start, size, lo, hi, B, S], device)
     payload = torch.cat(
         [header, L.contiguous().view(torch.int64), _f32_bits(m).reshape(-1), k.reshape(-1), i.reshape(-1),
@@ -148,16 +162,15 @@ def _exchange_and_combine(cands, *, start, size, seed, inv_temp, combine, vocab_
     i_all = table[:, o : o + B * S].reshape(W, B, S)
     o += B * S
     f_all = table[:, o : o + B].to(torch.int32)
-    if host_checks:
+    if request.host_checks:
         _check_layout(table[:, :_HEADER].cpu(), vocab_size)
     by_rank = [x.permute(1, 2, 0) for x in (m_all, k_all, i_all)]  # [B, S, W]
     tokens, _, flags = launch_combine_groups(
-        L_all.T, *by_rank, table[:, 0], f_all.T, inv_temp, lo, hi, pathwise=combine == "pathwise"
+        L_all.T, *by_rank, table[:, 0], f_all.T, request.inv_temp, lo, hi, pathwise=combine == "pathwise"
     )
-    if host_checks:
-        check.raise_on_kernel_flags(flags, what)
+    request.finish(flags)
     if return_logsumexp:
-        return tokens, masked_logsumexp(L_all.T, inv_temp == 0)
+        return tokens, masked_logsumexp(L_all.T, request.inv_temp == 0)
     return tokens
 
 
@@ -176,18 +189,27 @@ def _check_layout(headers: torch.Tensor, vocab_size: int | None) -> None:
         raise ValueError(f"the ranks' shards cover [0, {pos}) but vocab_size={vocab_size}")
 
 
-def _check_common(combine, num_samples, seed, vocab_start, vocab_size):
+def _check_layout_arguments(combine, vocab_start, vocab_size) -> None:
     if combine not in COMBINES:
         raise ValueError(f"combine={combine!r} must be one of {COMBINES}")
-    S = check.check_num_samples(num_samples)
     if vocab_start is not None:
         if isinstance(vocab_start, bool) or not isinstance(vocab_start, (int, np.integer)) or vocab_start < 0:
             raise ValueError(f"vocab_start={vocab_start!r} must be an int >= 0 or None")
     if vocab_size is not None:
         check.check_counter("vocab_size", int(vocab_size))
-    if seed is not None:
-        seed = check.check_seed(seed)
-    return S, seed
+
+
+def _shard_request(temperature, seed, num_samples, B: int, local_size: int, vocab_start, device, group, *,
+                   host_checks: bool, what: str) -> tuple[Request, int]:  # fmt: skip
+    """The rank's request (checks, per-row ``1/T``) with the seed every rank uses, and its shard's start: one small
+    all-gather settles both when the callers left either to the ranks (``None``)."""
+    request = new_request(temperature, seed, num_samples, B, device, host_checks=host_checks, what=what)
+    if vocab_start is None or seed is None:
+        start, common = _agree(local_size, request.seed, device, group)
+        vocab_start = start if vocab_start is None else vocab_start
+        if seed is None:
+            request = dataclasses.replace(request, seed=common)
+    return request, int(vocab_start)
 
 
 def sample_tp(
@@ -236,30 +258,18 @@ def sample_tp(
     tokens : torch.Tensor, int64, shape (B, num_samples), global indices, identical on every rank
     logsumexp : torch.Tensor, float64, shape (B,) (only with ``return_logsumexp``)
     """
-    S, seed = _check_common(combine, num_samples, seed, vocab_start, vocab_size)
+    _check_layout_arguments(combine, vocab_start, vocab_size)
     check.check_tensor("hidden", hidden, ndim=2)
     check.check_tensor("weight_shard", weight_shard, ndim=2)
-    B, V_r, D, device = check_lm_head(hidden, weight_shard)
+    B, V_r, _, device = check.check_lm_head(hidden, weight_shard)
     check.check_counter("weight_shard rows", V_r)
-    inv_temp, _ = check.check_temperature(temperature, B, device, host_checks=host_checks)
-    if vocab_start is None or seed is None:
-        start, common = _agree(V_r, seed, device, group)
-        vocab_start = start if vocab_start is None else int(vocab_start)
-        seed = common if seed is None else seed
-    vocab_start = int(vocab_start)
-    need_lse = combine == "factorized" or return_logsumexp
-    if V_r == 0:
-        cands = _empty_candidates(B, S, vocab_start, device)
-    else:
-        lo, hi = split_seed(seed)
-        t = tiles or default_tiles(B, V_r, D, hidden.element_size())
-        parts = launch_fused_stage1(
-            hidden, weight_shard, inv_temp, lo, hi, S, t, col_offset=vocab_start, return_lse=need_lse
-        )
-        cands = _local_candidates(parts, inv_temp, need_lse)
-    return _exchange_and_combine(
-        cands, start=vocab_start, size=V_r, seed=seed, inv_temp=inv_temp, combine=combine, vocab_size=vocab_size,
-        host_checks=host_checks, return_logsumexp=return_logsumexp, group=group, what="logits hidden @ weight.T",
+    request, vocab_start = _shard_request(temperature, seed, num_samples, B, V_r, vocab_start, device, group,
+                                          host_checks=host_checks, what=LM_HEAD_LOGITS)  # fmt: skip
+    # Pathwise with one sample and no logsumexp needs no log-masses: on an sm_90 GPU, the Gluon kernel.
+    return _sample_shard(
+        request, lambda lse: request.stage1(hidden, weight_shard, tiles, col_offset=vocab_start, return_lse=lse)[0],
+        start=vocab_start, size=V_r, combine=combine, vocab_size=vocab_size, return_logsumexp=return_logsumexp,
+        group=group,
     )  # fmt: skip
 
 
@@ -282,32 +292,20 @@ def sample_tp_from_logits(
 
     Pathwise, the tokens equal :func:`flashsampling.sample_from_logits` on the full logits, bit for bit.
     """
-    S, seed = _check_common(combine, num_samples, seed, vocab_start, vocab_size)
+    _check_layout_arguments(combine, vocab_start, vocab_size)
     check.check_tensor("logits_shard", logits_shard, ndim=2)
     B, V_r = logits_shard.shape
     check.check_nonempty("logits_shard", B, "B")
     check.check_counter("B", B)
     check.check_counter("logits_shard columns", V_r)
     device = logits_shard.device
-    inv_temp, _ = check.check_temperature(temperature, B, device, host_checks=host_checks)
-    if vocab_start is None or seed is None:
-        start, common = _agree(V_r, seed, device, group)
-        vocab_start = start if vocab_start is None else int(vocab_start)
-        seed = common if seed is None else seed
-    vocab_start = int(vocab_start)
-    need_lse = combine == "factorized" or return_logsumexp
-    if V_r == 0:
-        cands = _empty_candidates(B, S, vocab_start, device)
-    else:
-        lo, hi = split_seed(seed)
-        bb, bv = logits_blocks(B, V_r, block_b, block_v)
-        parts = launch_logits_stage1(
-            logits_shard, inv_temp, lo, hi, S, bb, bv, col_offset=vocab_start, return_lse=need_lse
-        )
-        cands = _local_candidates(parts, inv_temp, need_lse)
-    return _exchange_and_combine(
-        cands, start=vocab_start, size=V_r, seed=seed, inv_temp=inv_temp, combine=combine, vocab_size=vocab_size,
-        host_checks=host_checks, return_logsumexp=return_logsumexp, group=group, what="logits",
+    request, vocab_start = _shard_request(temperature, seed, num_samples, B, V_r, vocab_start, device, group,
+                                          host_checks=host_checks, what=GIVEN_LOGITS)  # fmt: skip
+    return _sample_shard(
+        request, lambda lse: request.logits_stage1(logits_shard, block_b, block_v, col_offset=vocab_start,
+                                                   return_lse=lse)[0],
+        start=vocab_start, size=V_r, combine=combine, vocab_size=vocab_size, return_logsumexp=return_logsumexp,
+        group=group,
     )  # fmt: skip
 
 
@@ -344,7 +342,5 @@ def tp_factorized_sampler_np(
 def tp_pathwise_sampler_np(logits: np.ndarray, temperature: float, n: int, seed: int) -> np.ndarray:
     """``n`` samples of one row by the pathwise tensor-parallel rule: the fused twin itself, because
     the lexicographic max over ranks of the ranks' maxima is the flat maximum (any world size)."""
-    from .grouped import _check_row
-
     z32, _ = _check_row(logits, temperature)
     return sample_twin_many(z32, temperature, seed=seed, num_samples=n)

@@ -16,7 +16,7 @@ token noise ``G``.  So ``P(token = i) = exp(L_k) / Z * exp(s_i - L_k) = exp(s_i)
 softmax.  Independence is by construction: ``G`` is the Philox stream ``STREAM_TOKEN`` with counter
 ``(i, row, sample, 0)``, ``G'_k`` the stream ``STREAM_GROUP`` with counter
 ``(group_id_k, row, sample, 1)``, where ``group_id_k`` is the group's first global vocabulary index
-(:mod:`flashsampling.kernels.combine`).  Groups with zero mass (``L_k = -inf``) are never chosen.
+(:mod:`flashsampling.kernels.stage2`).  Groups with zero mass (``L_k = -inf``) are never chosen.
 
 Pathwise the result differs from :func:`flashsampling.sample` (which takes the flat argmax of the
 same token noise) but its distribution is the same.  Greedy rows (``T = 0``) skip the group draw and
@@ -46,10 +46,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import _validate as check
-from .kernels.combine import launch_combine_groups, launch_reduce_candidates
-from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1, logits_tiles
-from .noise import STREAM_GROUP, STREAM_TOKEN, split_seed, token_noise_np
+from ._request import Request, lm_head_request, logits_request
+from .kernels.stage2 import launch_combine_groups, launch_reduce_candidates
+from .kernels.tiles import TileConfig
+from .noise import STREAM_GROUP, STREAM_TOKEN, token_noise_np
 from .twin import inverse_temperature32, sample_twin_many, select
 
 #: Unit roundoff of float32.
@@ -83,7 +83,7 @@ class GroupPartials:
     starts : torch.Tensor, int64, shape (K,)
         The groups' first global vocabulary index, which is also their noise id.
     flags : torch.Tensor, int32, shape (B, K)
-        The groups' stage-1 flags (:mod:`flashsampling.kernels.select`).
+        The groups' stage-1 flags (:mod:`flashsampling.kernels.flags`).
     """
 
     logmass: torch.Tensor
@@ -110,7 +110,7 @@ def tile_partials(parts, block_v: int, col_offset: int = 0) -> GroupPartials:
 
 def shard_partials(parts, inv_temp: torch.Tensor, col_offset: int) -> GroupPartials:
     """Stage-1 output (with ``return_lse``) of one shard launch -> a single group (K = 1), in one
-    launch of :func:`flashsampling.kernels.combine.reduce_candidates_kernel`."""
+    launch of :func:`flashsampling.kernels.stage2.reduce_candidates_kernel`."""
     m, k, i, logmass, f = launch_reduce_candidates(parts, inv_temp, return_lse=True)
     # torch.full, not torch.tensor: a host-to-device copy would wait for the stage-1 kernel.
     starts = torch.full((1,), col_offset, dtype=torch.int64, device=m.device)
@@ -154,7 +154,7 @@ def combine_groups(
     ``score[b, s, k] = L[b, k] + G'(seed, row=b, group_id=starts[k], sample=s, STREAM_GROUP)`` in
     float64; the winner is the lexicographic max of ``(score, key')``.  A greedy row
     (``inv_temp == 0``) instead takes the lexicographic max of its local candidates' ``(z, key)``
-    (the flat greedy token).  One launch of :func:`flashsampling.kernels.combine.combine_groups_kernel`.
+    (the flat greedy token).  One launch of :func:`flashsampling.kernels.stage2.combine_groups_kernel`.
 
     Returns
     -------
@@ -196,12 +196,6 @@ def logmass_tolerance(max_abs_scaled: float, group_size: int) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-check_lm_head = check.check_lm_head  # shared with flashsampling.sample (flashsampling/_validate.py)
-
-
-logits_blocks = logits_tiles  # flashsampling/kernels/fused.py
-
-
 def check_group_sizes(group_sizes, V: int) -> list[tuple[int, int]]:
     """``group_sizes`` (ints >= 0 summing to ``V``) -> ``[(start, size), ...]``."""
     try:
@@ -219,80 +213,56 @@ def check_group_sizes(group_sizes, V: int) -> list[tuple[int, int]]:
 
 
 def grouped_partials(
-    hidden: torch.Tensor,
-    weight: torch.Tensor,
-    inv_temp: torch.Tensor,
-    seed_lo: int,
-    seed_hi: int,
-    num_samples: int,
-    *,
-    group_sizes=None,
-    tiles: TileConfig | None = None,
-    col_offset: int = 0,
-) -> GroupPartials:
-    """Stage 1 on ``hidden @ weight.T`` with log-masses: groups are tiles, or the given shards."""
-    B, D = hidden.shape
-    V = weight.shape[0]
+    request: Request, hidden: torch.Tensor, weight: torch.Tensor, *, group_sizes=None,
+    tiles: TileConfig | None = None, col_offset: int = 0,
+) -> GroupPartials:  # fmt: skip
+    """Stage 1 on ``hidden @ weight.T`` with log-masses: groups are tiles, or the given shards (one launch each)."""
     if group_sizes is None:
-        t = tiles or default_tiles(B, V, D, hidden.element_size())
-        parts = launch_fused_stage1(
-            hidden, weight, inv_temp, seed_lo, seed_hi, num_samples, t, col_offset=col_offset, return_lse=True
-        )
+        parts, t = request.stage1(hidden, weight, tiles, col_offset=col_offset, return_lse=True)
         return tile_partials(parts, t.candidate_v, col_offset)
-    groups = []
-    for start, size in check_group_sizes(group_sizes, V):
-        if size == 0:
-            groups.append(empty_partials(B, num_samples, col_offset + start, hidden.device))
-            continue
-        t = tiles or default_tiles(B, size, D, hidden.element_size())
-        parts = launch_fused_stage1(
-            hidden, weight[start : start + size], inv_temp, seed_lo, seed_hi, num_samples, t,
-            col_offset=col_offset + start, return_lse=True,
-        )  # fmt: skip
-        groups.append(shard_partials(parts, inv_temp, col_offset + start))
-    return cat_partials(groups)
+
+    def shard_stage1(start: int, size: int):
+        shard = weight[start : start + size]
+        return request.stage1(hidden, shard, tiles, col_offset=col_offset + start, return_lse=True)[0]
+
+    return shard_groups(request, group_sizes, weight.shape[0], hidden.device, col_offset, shard_stage1)
 
 
 def grouped_partials_from_logits(
-    logits: torch.Tensor,
-    inv_temp: torch.Tensor,
-    seed_lo: int,
-    seed_hi: int,
-    num_samples: int,
-    *,
-    group_sizes=None,
-    block_b: int | None = None,
-    block_v: int | None = None,
-    col_offset: int = 0,
-) -> GroupPartials:
+    request: Request, logits: torch.Tensor, *, group_sizes=None, block_b: int | None = None,
+    block_v: int | None = None, col_offset: int = 0,
+) -> GroupPartials:  # fmt: skip
     """Stage 1 on given logits ``[B, V]`` with log-masses: groups are tiles, or the given shards."""
-    B, V = logits.shape
     if group_sizes is None:
-        bb, bv = logits_blocks(B, V, block_b, block_v)
-        parts = launch_logits_stage1(
-            logits, inv_temp, seed_lo, seed_hi, num_samples, bb, bv, col_offset=col_offset, return_lse=True
-        )
+        parts, bv = request.logits_stage1(logits, block_b, block_v, col_offset=col_offset, return_lse=True)
         return tile_partials(parts, bv, col_offset)
+
+    def shard_stage1(start: int, size: int):
+        shard = logits[:, start : start + size]
+        return request.logits_stage1(shard, block_b, block_v, col_offset=col_offset + start, return_lse=True)[0]
+
+    return shard_groups(request, group_sizes, logits.shape[1], logits.device, col_offset, shard_stage1)
+
+
+def shard_groups(request: Request, group_sizes, V: int, device, col_offset: int, shard_stage1) -> GroupPartials:
+    """One group per caller-given shard (``group_sizes``, checked against ``V``): ``shard_stage1(start, size)``'s
+    stage 1 (with log-masses) reduced to one candidate, or an empty group for a shard of size 0."""
     groups = []
     for start, size in check_group_sizes(group_sizes, V):
         if size == 0:
-            groups.append(empty_partials(B, num_samples, col_offset + start, logits.device))
+            groups.append(empty_partials(request.inv_temp.shape[0], request.num_samples, col_offset + start, device))
             continue
-        bb, bv = logits_blocks(B, size, block_b, block_v)
-        parts = launch_logits_stage1(
-            logits[:, start : start + size], inv_temp, seed_lo, seed_hi, num_samples, bb, bv,
-            col_offset=col_offset + start, return_lse=True,
-        )  # fmt: skip
-        groups.append(shard_partials(parts, inv_temp, col_offset + start))
+        groups.append(shard_partials(shard_stage1(start, size), request.inv_temp, col_offset + start))
     return cat_partials(groups)
 
 
-def _finish(partials: GroupPartials, inv_temp, lo, hi, host_checks, return_logsumexp, what):
-    tokens, _, flags = combine_groups(partials, inv_temp, lo, hi)
-    if host_checks:
-        check.raise_on_kernel_flags(flags, what)
+def finish_grouped(partials: GroupPartials, request: Request, return_logsumexp: bool):
+    """The group draw (:func:`combine_groups`), the request's finish (raise on the flags), and the tokens (with
+    the rows' ``logsumexp`` when asked)."""
+    tokens, _, flags = combine_groups(partials, request.inv_temp, *request.seed_words)
+    request.finish(flags)
     if return_logsumexp:
-        return tokens, masked_logsumexp(partials.logmass, inv_temp == 0)
+        return tokens, masked_logsumexp(partials.logmass, request.inv_temp == 0)
     return tokens
 
 
@@ -337,15 +307,10 @@ def sample_grouped(
     TypeError, ValueError
         Bad arguments; with ``host_checks``, NaN/inf logits or a row with no finite logit.
     """
-    B, V, D, device = check_lm_head(hidden, weight)
-    check.check_nonempty("weight", V, "V")
-    check.check_counter("V", V)
-    S = check.check_num_samples(num_samples)
-    seed = check.check_seed(seed)
-    inv_temp, _ = check.check_temperature(temperature, B, device, host_checks=host_checks)
-    lo, hi = split_seed(seed)
-    partials = grouped_partials(hidden, weight, inv_temp, lo, hi, S, group_sizes=group_sizes, tiles=tiles)
-    return _finish(partials, inv_temp, lo, hi, host_checks, return_logsumexp, "logits hidden @ weight.T")
+    request, _ = lm_head_request(hidden, weight, temperature=temperature, seed=seed, num_samples=num_samples,
+                                 host_checks=host_checks)  # fmt: skip
+    partials = grouped_partials(request, hidden, weight, group_sizes=group_sizes, tiles=tiles)
+    return finish_grouped(partials, request, return_logsumexp)
 
 
 def sample_grouped_from_logits(
@@ -364,15 +329,11 @@ def sample_grouped_from_logits(
 
     ``block_v`` is the group size when ``group_sizes`` is ``None``.  Returns as :func:`sample_grouped`.
     """
-    B, V = check.check_logits(logits)
-    S = check.check_num_samples(num_samples)
-    seed = check.check_seed(seed)
-    inv_temp, _ = check.check_temperature(temperature, B, logits.device, host_checks=host_checks)
-    lo, hi = split_seed(seed)
-    partials = grouped_partials_from_logits(
-        logits, inv_temp, lo, hi, S, group_sizes=group_sizes, block_b=block_b, block_v=block_v
-    )
-    return _finish(partials, inv_temp, lo, hi, host_checks, return_logsumexp, "logits")
+    request, _ = logits_request(logits, temperature=temperature, seed=seed, num_samples=num_samples,
+                                host_checks=host_checks)  # fmt: skip
+    partials = grouped_partials_from_logits(request, logits, group_sizes=group_sizes, block_b=block_b,
+                                            block_v=block_v)  # fmt: skip
+    return finish_grouped(partials, request, return_logsumexp)
 
 
 # --------------------------------------------------------------------------------------------

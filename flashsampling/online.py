@@ -43,10 +43,11 @@ import numpy as np
 import torch
 
 from . import _validate as check
-from .grouped import _CHUNK_ELEMENTS, _check_row, check_lm_head, group_logmass_np, local_samples_np, logits_blocks
-from .kernels.combine import launch_online_merge, launch_reduce_candidates
-from .kernels.fused import TileConfig, default_tiles, launch_fused_stage1, launch_logits_stage1
-from .kernels.select import FLAG_NO_FINITE
+from ._request import GIVEN_LOGITS, new_request
+from .grouped import _CHUNK_ELEMENTS, _check_row, group_logmass_np, local_samples_np
+from .kernels.flags import FLAG_NO_FINITE
+from .kernels.stage2 import launch_online_merge, launch_reduce_candidates
+from .kernels.tiles import TileConfig
 from .noise import STREAM_ONLINE, exponential_from_bits_np, philox4x32_np, split_seed
 from .twin import sample_twin_many
 
@@ -92,7 +93,8 @@ class OnlineSampler:
     device : torch.device or str or None
         Where the state lives; ``None``: the temperature tensor's device, else the first chunk's.
     host_checks : bool
-        As in :func:`flashsampling.sample`; the checks run once, in :meth:`result`.
+        As in :func:`flashsampling.sample`; the checks that synchronize (the kernels' flags, a temperature
+        tensor's values) run once, in :meth:`result`.
 
     Examples
     --------
@@ -119,24 +121,27 @@ class OnlineSampler:
         if device is None and isinstance(temperature, torch.Tensor):
             device = temperature.device
         self.batch_size = batch_size
-        self.num_samples = check.check_num_samples(num_samples)
-        self.seed = check.check_seed(seed)
-        self.host_checks = host_checks
         self.device: torch.device | None = None
+        # The checks now (the seed drawn once); the state is made on the device, else on the first chunk's.
+        self._request = new_request(temperature, seed, num_samples, batch_size, _normalize_device(device or "cpu"),
+                                    host_checks=host_checks, what=GIVEN_LOGITS)  # fmt: skip
+        self.num_samples = self._request.num_samples
+        self.seed = self._request.seed
+        self.host_checks = host_checks
         self._temperature = temperature
         self._lo, self._hi = split_seed(self.seed)
         self._intervals: list[tuple[int, int]] = []  # consumed [start, end), sorted and merged
         self._next = 0
         if device is not None:
             self._allocate(_normalize_device(device))
-        else:  # validate now; the state is made on the first chunk's device
-            check.check_temperature(temperature, batch_size, torch.device("cpu"), host_checks=host_checks)
 
     def _allocate(self, device: torch.device) -> None:
         B, S = self.batch_size, self.num_samples
         self.device = device
-        self._inv_temp, _ = check.check_temperature(self._temperature, B, device, host_checks=self.host_checks)
-        self._greedy = self._inv_temp == 0
+        if self._request.inv_temp.device != device:
+            self._request = new_request(self._temperature, self.seed, S, B, device, host_checks=self.host_checks,
+                                        what=GIVEN_LOGITS)  # fmt: skip
+        self._inv_temp = self._request.inv_temp
         self._logmass = torch.full((B,), -math.inf, dtype=torch.float64, device=device)
         self._index = torch.zeros((B, S), dtype=torch.int64, device=device)
         self._best = torch.full((B, S), -math.inf, dtype=torch.float32, device=device)
@@ -193,16 +198,12 @@ class OnlineSampler:
         both = isinstance(weight_chunk, torch.Tensor) and isinstance(hidden, torch.Tensor)
         if both and weight_chunk.device != hidden.device:
             weight_chunk = weight_chunk.to(hidden.device, non_blocking=True)
-        B, C, D, device = check_lm_head(hidden, weight_chunk)
+        B, C, _, device = check.check_lm_head(hidden, weight_chunk)
         self._check_rows("hidden", B, device)
         if C == 0:
             return
         start = self._claim(start, C)
-        t = tiles or default_tiles(B, C, D, hidden.element_size())
-        parts = launch_fused_stage1(
-            hidden, weight_chunk, self._inv_temp, self._lo, self._hi, self.num_samples, t,
-            col_offset=start, return_lse=True,
-        )  # fmt: skip
+        parts, _ = self._request.stage1(hidden, weight_chunk, tiles, col_offset=start, return_lse=True)
         self._merge(parts, start)
 
     def update_logits(self, logits_chunk: torch.Tensor, *, start: int | None = None,
@@ -214,11 +215,7 @@ class OnlineSampler:
         if C == 0:
             return
         start = self._claim(start, C)
-        bb, bv = logits_blocks(B, C, block_b, block_v)
-        parts = launch_logits_stage1(
-            logits_chunk, self._inv_temp, self._lo, self._hi, self.num_samples, bb, bv,
-            col_offset=start, return_lse=True,
-        )  # fmt: skip
+        parts, _ = self._request.logits_stage1(logits_chunk, block_b, block_v, col_offset=start, return_lse=True)
         self._merge(parts, start)
 
     def _merge(self, parts, start: int) -> None:
@@ -243,7 +240,7 @@ class OnlineSampler:
             raise ValueError(f"the merged chunks cover {self._intervals[:4]}, not [0, vocab_size={vocab_size})")
         if self.host_checks:
             flags = self._flags | torch.where(self._logmass == -math.inf, FLAG_NO_FINITE, 0).to(torch.int32)
-            check.raise_on_kernel_flags(flags, "logits")
+            self._request.finish(flags)
         return OnlineResult(self._index.clone(), self._logmass.clone())
 
 
@@ -264,7 +261,7 @@ def sample_online(
     """
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size!r} must be an int >= 1")
-    B, V, _, device = check_lm_head(hidden, weight)
+    B, V, _, device = check.check_lm_head(hidden, weight)
     check.check_nonempty("weight", V, "V")
     sampler = OnlineSampler(
         B, temperature=temperature, seed=seed, num_samples=num_samples, device=device, host_checks=host_checks

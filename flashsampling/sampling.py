@@ -18,18 +18,16 @@ that read device memory on the host (one synchronization): NaN or infinite logit
 kernel during its own pass (never an extra read of ``W``), ``z / T`` overflowing float32, rows with
 no finite logit, and invalid per-row temperatures (flagged on the device by
 :mod:`flashsampling.kernels.temperature`, read with the kernel's flags: no synchronization before
-the launch).  ``host_checks=False`` is for serving; the
-tokens are then still always in ``[0, V)``.
+the launch).  ``host_checks=False`` is for serving; the tokens are then still always in ``[0, V)``.
+Every entry point runs the same preamble and finish (:mod:`flashsampling._request`).
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import _validate as check
-from .kernels.fused import TileConfig, choose_tiles, launch_fused_stage1, launch_logits_stage1, logits_tiles
-from .kernels.reduce import reduce_tiles
-from .noise import split_seed
+from ._request import lm_head_request, logits_request
+from .kernels.tiles import TileConfig
 
 
 def sample(
@@ -65,8 +63,8 @@ def sample(
         Override the tile choice (tests use this to show tile invariance).  By default: on an sm_90
         GPU (H100/H200), for one sample and ``B > 32`` (``B > 16`` where the vocabulary's 256-column
         tiles fill the SMs' last round), the warp-specialized Gluon kernel
-        (:func:`~flashsampling.kernels.fused.warp_specialized_tiles`); else the Triton kernels'
-        :func:`~flashsampling.kernels.fused.default_tiles`.  Every choice gives the same tokens.
+        (:func:`~flashsampling.kernels.tiles.warp_specialized_tiles`); else the Triton kernels'
+        :func:`~flashsampling.kernels.tiles.default_tiles`.  Every choice gives the same tokens.
 
     Returns
     -------
@@ -77,28 +75,13 @@ def sample(
     TypeError, ValueError
         Bad arguments (named in the message); NaN/inf logits when ``host_checks``.
     """
-    B, V, D, device = check.check_lm_head(hidden, weight)
-    check.check_nonempty("weight", V, "V")
-    check.check_counter("V", V)
-    S = check.check_num_samples(num_samples)
-    seed = check.check_seed(seed)
-    inv_temp, temp_flags, all_greedy = check.inverse_temperature(temperature, B, device)
-    tiles = tiles or choose_tiles(hidden, weight, S)
-    lo, hi = split_seed(seed)
-    # A greedy row's score is z, noise or not (its noise is multiplied by 0): a scalar temperature of 0 skips the
-    # noise's work, with the same tokens (benchmarks/NOTES.md, session 13: a quarter of the time at B = 256).
-    parts = launch_fused_stage1(hidden, weight, inv_temp, lo, hi, S, tiles, noise=not all_greedy)
-    tokens, flags = reduce_tiles(*parts[:4], V)
-    if host_checks:
-        _raise_on_flags(flags, temp_flags, "logits hidden @ weight.T", temperature)
-    return tokens
-
-
-def _raise_on_flags(flags: torch.Tensor, temp_flags: torch.Tensor | None, what: str, temperature) -> None:
-    """The one synchronization of a call: stage 2's row flags with the temperatures' flags."""
-    if temp_flags is not None:
-        flags = flags | temp_flags[:, None]
-    check.raise_on_kernel_flags(flags, what, temperature=temperature)
+    request, V = lm_head_request(hidden, weight, temperature=temperature, seed=seed, num_samples=num_samples,
+                                 host_checks=host_checks)  # fmt: skip
+    # A greedy row's score is z, noise or not (its noise is multiplied by 0): a number temperature of 0 skips the
+    # noise's work, with the same tokens (15-26% faster at B = 256: the no-noise runs of
+    # benchmarks/results/coop_probe_h200.json).
+    parts, _ = request.stage1(hidden, weight, tiles)
+    return request.reduce_and_finish(parts, V)
 
 
 def sample_from_logits(
@@ -129,14 +112,7 @@ def sample_from_logits(
     -------
     torch.Tensor, int64, shape (B, num_samples)
     """
-    B, V = check.check_logits(logits)
-    S = check.check_num_samples(num_samples)
-    seed = check.check_seed(seed)
-    inv_temp, temp_flags, all_greedy = check.inverse_temperature(temperature, B, logits.device)
-    bb, bv = logits_tiles(B, V, block_b, block_v)
-    lo, hi = split_seed(seed)
-    parts = launch_logits_stage1(logits, inv_temp, lo, hi, S, bb, bv, noise=not all_greedy)
-    tokens, flags = reduce_tiles(*parts[:4], V)
-    if host_checks:
-        _raise_on_flags(flags, temp_flags, "logits", temperature)
-    return tokens
+    request, V = logits_request(logits, temperature=temperature, seed=seed, num_samples=num_samples,
+                                host_checks=host_checks)  # fmt: skip
+    parts, _ = request.logits_stage1(logits, block_b, block_v)
+    return request.reduce_and_finish(parts, V)

@@ -36,8 +36,9 @@ from scipy import stats
 if __package__ in (None, ""):  # run as `python proofs/check_argmax_decomposition.py`: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.probes.approx_noise import APPROX_GUMBEL_TOL  # noqa: E402
 from flashsampling import noise  # noqa: E402
-from flashsampling.noise import APPROX_GUMBEL_TOL, STREAM_TIE, STREAM_TOKEN, philox4x32_np, split_seed  # noqa: E402
+from flashsampling.noise import STREAM_TIE, STREAM_TOKEN, philox4x32_np, split_seed  # noqa: E402
 from flashsampling.reference import perturbed_scores_twin  # noqa: E402
 from flashsampling.twin import inverse_temperature32, sample_twin_many, select  # noqa: E402
 

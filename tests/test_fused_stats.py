@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import flashsampling
-from flashsampling.kernels.fused import launch_logits_stage1
+from flashsampling.kernels.stage1 import launch_logits_stage1
 from flashsampling.noise import split_seed
 from flashsampling.reference import softmax, target_logits
 from verification import goodness_of_fit, gumbel_max_test

@@ -18,6 +18,7 @@ import torch
 
 import flashsampling
 import flashsampling.grouped as grouped
+from flashsampling._request import Request, new_request
 from flashsampling.grouped import (
     combine_groups_np,
     grouped_partials,
@@ -27,7 +28,7 @@ from flashsampling.grouped import (
     sample_grouped,
     sample_grouped_from_logits,
 )
-from flashsampling.noise import split_seed, token_noise_np
+from flashsampling.noise import token_noise_np
 from flashsampling.reference import fp32_logit_error_bound, logsumexp, softmax, target_logits
 from flashsampling.twin import inverse_temperature32, select
 from tests.stat_checks import assert_fits, assert_fits_with_tail, many_tail_logits
@@ -46,8 +47,9 @@ def _logits(b: int, v: int, seed: int, mask_frac: float = 0.0) -> np.ndarray:
     return z
 
 
-def _inv(temperature, b: int, device) -> torch.Tensor:
-    return torch.from_numpy(inverse_temperature32(temperature, b)).to(device)
+def _request(temperature, seed: int, S: int, x: torch.Tensor) -> Request:
+    """The request of a call on ``x``'s rows (the preamble every entry point runs)."""
+    return new_request(temperature, seed, S, x.shape[0], x.device, host_checks=True)
 
 
 def twin_local_samples(z32: np.ndarray, temps, seed: int, S: int, starts, sizes) -> np.ndarray:
@@ -87,9 +89,8 @@ def test_tile_groups_replay_twin(block_v, device):
     z = _logits(b, v, 1, mask_frac=0.2)
     z[2, :block_v] = -np.inf  # a whole tile with zero mass in row 2
     temps = np.array([0.7, 1.0, 1.6], dtype=np.float32)
-    lo, hi = split_seed(seed)
     zt = torch.from_numpy(z).to(device)
-    p = grouped_partials_from_logits(zt, _inv(temps, b, device), lo, hi, S, block_v=block_v)
+    p = grouped_partials_from_logits(_request(torch.from_numpy(temps).to(device), seed, S, zt), zt, block_v=block_v)
     starts = list(range(0, v, block_v))
     sizes = [min(block_v, v - a) for a in starts]
     np.testing.assert_array_equal(p.starts.cpu().numpy(), starts)
@@ -120,8 +121,7 @@ def test_caller_groups_any_sizes(device):
     sizes = [100, 0, 333, 1, 266]
     z[:, 100:433] = -np.inf  # the 333-group has zero mass in every row
     zt = torch.from_numpy(z).to(device)
-    lo, hi = split_seed(seed)
-    p = grouped_partials_from_logits(zt, _inv(0.9, b, device), lo, hi, S, group_sizes=sizes)
+    p = grouped_partials_from_logits(_request(0.9, seed, S, zt), zt, group_sizes=sizes)
     starts = [0, 100, 100, 433, 434]
     np.testing.assert_array_equal(p.starts.cpu().numpy(), starts)
     assert torch.all(p.logmass[:, 1:3] == -np.inf)
@@ -160,8 +160,7 @@ def test_fused_matmul_grouped(device):
     h = torch.randn(b, d, generator=gen).to(torch.bfloat16)
     w = (torch.randn(v, d, generator=gen) * 0.5).to(torch.bfloat16)
     tiles = flashsampling.TileConfig(16, 64, 16)
-    lo, hi = split_seed(seed)
-    p = grouped_partials(h.to(device), w.to(device), _inv(temp, b, device), lo, hi, S, tiles=tiles)
+    p = grouped_partials(_request(temp, seed, S, h.to(device)), h.to(device), w.to(device), tiles=tiles)
     z64 = target_logits(h, w)
     err = fp32_logit_error_bound(h, w).max() / temp
     lm = p.logmass.cpu().numpy()

@@ -18,14 +18,9 @@ import torch
 
 import flashsampling
 from flashsampling.kernels import launch
-from flashsampling.kernels.fused import (
-    TileConfig,
-    choose_tiles,
-    default_tiles,
-    fused_stage1_kernel,
-    launch_fused_stage1,
-)
-from flashsampling.kernels.reduce import reduce_tiles_kernel
+from flashsampling.kernels.stage1 import fused_stage1_kernel, launch_fused_stage1
+from flashsampling.kernels.stage2 import reduce_tiles_kernel
+from flashsampling.kernels.tiles import TileConfig, default_tiles, stage1_tiles
 
 GPU = torch.cuda.is_available() and not flashsampling.INTERPRET
 HOPPER = GPU and torch.cuda.get_device_capability()[0] == 9
@@ -205,7 +200,7 @@ def test_differently_specialized_arguments_get_their_own_kernel():
 def test_gluon_stage1_same_bits(B):
     h, w = _inputs(B, 5000, 512, seed=B)
     inv = torch.linspace(0.5, 2.0, B, device="cuda")
-    tiles = choose_tiles(h, w, 1)
+    tiles = stage1_tiles(h, w, 1)
     assert tiles.warp_specialized
     with launch_path(False):
         ref = _stage1(h, w, tiles, inv)

@@ -10,16 +10,11 @@ import triton.language as tl
 
 import flashsampling
 from flashsampling.noise import (
-    APPROX_GUMBEL_TOL,
     MAX_NOISE,
     NOISE_ABS_TOL,
     NOISE_REL_TOL,
-    approx_log2_exponential,
-    approx_log2_exponential_np,
     exponential_exact,
     exponential_from_bits_np,
-    exponential_from_side,
-    exponential_from_side_np,
     pair_noise,
     philox4x32_np,
     positive_log,
@@ -237,71 +232,3 @@ def test_ratio_to_half_one_equals_fdiv_bit_for_bit():
     ours, ref = torch.empty_like(y), torch.empty_like(y)
     _ratio_kernel[(n // 1024,)](d, y, ours, ref, BLOCK=1024)
     assert torch.equal(ours.view(torch.int32), ref.view(torch.int32))
-
-
-# --------------------------------------------------------------------------------------------
-# The approximate noise of the Gluon kernel's filter (flashsampling.noise.approx_log2_exponential)
-# --------------------------------------------------------------------------------------------
-
-#: float32(-ln 2), the slope by which the kernel turns ``A ~ log2(E)`` into ``-log(E)``.
-NEG_LN2_F32 = float(np.float32(-0.6931471805599453))
-#: The rounding of the kernel's product ``A * slope`` (at most 2**-24 * 46) is budgeted apart from the formula's error.
-PRODUCT_ROUNDING = 2.0**-18
-X_LO_BITS = 0x1F000000  # float32 bits of 2**-65, the smallest x
-X_HI_BITS = 0x3F000000  # float32 bits of 1/2, the largest
-
-
-def _approx_error_np(bits: np.ndarray, top: int, series: bool = True) -> float:
-    """max |slope * A - G| over the float32 ``x`` with these bits (NumPy, float64 difference)."""
-    x = bits.astype(np.uint32).view(np.float32)
-    t = np.full(x.shape, top, dtype=np.uint32)
-    g = (-np.log(exponential_from_side_np(x, t))).astype(np.float32)
-    a = approx_log2_exponential_np(x, t, series)
-    with np.errstate(invalid="ignore"):
-        err = np.abs(a.astype(np.float64) * NEG_LN2_F32 - g.astype(np.float64))
-    return float(np.max(np.where(np.isnan(err), np.inf, err)))
-
-
-@pytest.mark.parametrize("top", [0, 1])
-def test_approx_noise_formulas_within_tolerance(top):
-    """The approximation's formulas, with lg2.approx modelled as log2 rounded to multiples of 2**-22, are within
-    APPROX_GUMBEL_TOL of the noise's G on every 251st float32 x in [2**-65, 1/2] and on the 2**16 smallest and
-    largest x."""
-    ends = [np.arange(X_LO_BITS, X_LO_BITS + 2**16), np.arange(X_HI_BITS - 2**16, X_HI_BITS + 1)]
-    bits = np.concatenate([np.arange(X_LO_BITS, X_HI_BITS + 1, 251, dtype=np.int64), *ends])
-    assert _approx_error_np(bits, top) <= APPROX_GUMBEL_TOL - PRODUCT_ROUNDING
-
-
-def test_approx_noise_without_series_fails_the_tolerance():
-    """Planted defect: without the series for x < 2**-6 (U close to 1), E from log2(1 - x) loses its relative
-    accuracy and the error exceeds the tolerance by orders of magnitude -- the check above can fail."""
-    bits = np.arange(X_LO_BITS, X_HI_BITS + 1, 251, dtype=np.int64)
-    assert _approx_error_np(bits, 1, series=False) > 100 * APPROX_GUMBEL_TOL
-
-
-@triton.jit
-def _approx_error_kernel(out_ptr, n, TOP: tl.constexpr, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    bits = (offs + 0x1F000000).to(tl.int32)
-    x = bits.to(tl.float32, bitcast=True)
-    top = tl.zeros([BLOCK], dtype=tl.uint32) + TOP
-    g = -positive_log(exponential_from_side(x, top))
-    a = approx_log2_exponential(x, top)
-    err = tl.abs(a.to(tl.float64) * -0.693147182464599609375 - g.to(tl.float64))
-    err = tl.where(err == err, err, float("inf"))  # a NaN counts as an unbounded error
-    tl.store(out_ptr + pid, tl.max(tl.where(offs < n, err, 0.0), axis=0))
-
-
-@pytest.mark.skipif(flashsampling.INTERPRET, reason="compiled only: the hardware's lg2.approx")
-@pytest.mark.parametrize("top", [0, 1])
-def test_approx_noise_within_tolerance_on_every_float(top):
-    """On the GPU, with MUFU.LG2: |slope * A - G| <= APPROX_GUMBEL_TOL - 2**-18 on every float32 x in
-    [2**-65, 1/2] (536,870,913 values per side); the measured maximum is recorded in benchmarks/NOTES.md."""
-    n = X_HI_BITS - X_LO_BITS + 1
-    block = 4096
-    out = torch.empty(triton.cdiv(n, block), dtype=torch.float64, device="cuda")
-    _approx_error_kernel[(out.numel(),)](out, n, TOP=top, BLOCK=block)
-    worst = float(out.max())
-    print(f"top={top}: max |slope * A - G| = {worst:.3e}")
-    assert worst <= APPROX_GUMBEL_TOL - PRODUCT_ROUNDING

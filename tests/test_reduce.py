@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from flashsampling.kernels.reduce import launch_reduce_tiles, reduce_tiles_torch
+from flashsampling.kernels.stage2 import launch_reduce_tiles, reduce_tiles_torch
 
 
 def test_triton_reduce_equals_torch_reduce(device):

@@ -17,8 +17,11 @@ import pytest
 import torch
 
 import flashsampling
+import flashsampling._request as request_module
 from flashsampling import TileConfig
-from flashsampling.noise import NOISE_ABS_TOL, NOISE_REL_TOL, token_noise_np
+from flashsampling.kernels.stage1 import launch_logits_stage1
+from flashsampling.kernels.stage2 import reduce_tiles
+from flashsampling.noise import NOISE_ABS_TOL, NOISE_REL_TOL, split_seed, tie_key_np, token_noise_np
 from flashsampling.reference import fp32_logit_error_bound, target_logits
 from flashsampling.twin import sample_twin
 
@@ -141,8 +144,6 @@ def test_scalar_zero_temperature_skips_the_noise_with_the_same_tokens(num_sample
     whose rows are all greedy (a tensor of zeros): exact ties (the weight rows repeated 50 times) included, broken by
     the tie-break keys per sample.  The same for ``sample_from_logits``.  (B = 64 in bf16 runs the Gluon kernel on
     an H100/H200.)"""
-    import flashsampling.sampling as sampling
-
     g = torch.Generator().manual_seed(5)
     dtype = torch.bfloat16 if batch == 64 else torch.float32
     h = torch.randn(batch, 64, generator=g).to(device, dtype)
@@ -154,10 +155,10 @@ def test_scalar_zero_temperature_skips_the_noise_with_the_same_tokens(num_sample
         ("launch_logits_stage1", lambda t: flashsampling.sample_from_logits(z, temperature=t, seed=9,
                                                                               num_samples=num_samples)),
     ]:  # fmt: skip
-        real = getattr(sampling, launcher)
+        real = getattr(request_module, launcher)
         seen = []
         monkeypatch.setattr(
-            sampling, launcher, lambda *a, real=real, seen=seen, **k: seen.append(k["noise"]) or real(*a, **k)
+            request_module, launcher, lambda *a, real=real, seen=seen, **k: seen.append(k["noise"]) or real(*a, **k)
         )
         fast, slow = call(0.0), call(zeros)
         assert seen == [False, True]
@@ -189,10 +190,6 @@ def test_exact_ties_broken_by_the_tie_key(block_v, device):
     """Greedy rows of small integer logits tie exactly inside and across tiles: the kernel takes the
     tied token with the largest tie-break key, as the twin does, on both the paired path (tiles on
     even indices) and the per-token path (a shard at an odd offset)."""
-    from flashsampling.kernels.fused import launch_logits_stage1
-    from flashsampling.kernels.reduce import reduce_tiles
-    from flashsampling.noise import split_seed, tie_key_np
-
     gen = torch.Generator().manual_seed(5)
     B, V, seed = 6, 203, 0xC0FFEE
     z = torch.randint(0, 3, (B, V), generator=gen).float()

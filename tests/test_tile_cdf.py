@@ -1,5 +1,5 @@
-"""The tile inverse-CDF sampler prototype (proofs/tile_inverse_cdf.md; flashsampling/tile_cdf.py and
-flashsampling/kernels/tile_cdf.py; not in the public API).
+"""The tile inverse-CDF sampler prototype (proofs/tile_inverse_cdf.md; flashsampling/tile_cdf/: its kernel, twin
+and entry points; not in the public API).
 
 Layer 1 (deterministic): the kernel's 128 x 64-bit ``mulhi`` equals exact integers, and its stage 1 (tile maxima,
 weight sums, draws) equals the NumPy twin bit for bit (the interpreter here; compiled on the GPU).
@@ -23,11 +23,11 @@ import triton
 import triton.language as tl
 
 import flashsampling.tile_cdf as tile_cdf
-from flashsampling.kernels.tile_cdf import launch_tile_cdf_stage1, mulhi_u128_u64
+from flashsampling.kernels.stage2 import launch_combine_groups
 from flashsampling.noise import split_seed
 from flashsampling.reference import softmax
 from flashsampling.tile_cdf import (
-    choose_tiles_np,
+    draw_tiles_np,
     mulhi_u128_u64_np,
     sample_tile_cdf_from_logits,
     slot_order,
@@ -35,6 +35,7 @@ from flashsampling.tile_cdf import (
     tile_logmass,
     tile_stage1_np,
 )
+from flashsampling.tile_cdf.kernel import launch_tile_cdf_stage1, mulhi_u128_u64
 from tests.stat_checks import assert_fits_with_tail, many_tail_logits
 from verification import goodness_of_fit
 from verification.planted import total_variation
@@ -178,7 +179,7 @@ def test_power_against_choice_by_max_score(monkeypatch):
     """The planted defect: the tile chosen by Gumbel-max over its maximum score instead of its log-mass.  The check
     of ``test_sampler_matches_softmax_at_a_temperature`` fails on it."""
     z = _temperature_row()
-    monkeypatch.setattr(tile_cdf, "tile_logmass", lambda m, total: np.asarray(m, np.float64))
+    monkeypatch.setattr(tile_cdf.twin, "tile_logmass", lambda m, total: np.asarray(m, np.float64))
     res = goodness_of_fit(tile_cdf_sampler_np(z, 0.7, N, seed=2), softmax(z, 0.7), alpha=ALPHA)
     assert not res.passed, res
 
@@ -191,15 +192,14 @@ def test_end_to_end_kernel_equals_twin(device):
     got = sample_tile_cdf_from_logits(torch.from_numpy(z).to(device)[None, :].expand(rows, -1), 0.7, seed=9)
     zz = np.broadcast_to(z, (rows, 700))
     m, total, draw = tile_stage1_np(zz, np.full(rows, np.float32(1) / np.float32(0.7), np.float32), 9)
-    want = draw[np.arange(rows), choose_tiles_np(tile_logmass(m, total), 9)]
+    want = draw[np.arange(rows), draw_tiles_np(tile_logmass(m, total), 9)]
     assert np.array_equal(got, want)
 
 
 def test_combine_from_weights_equals_twin(device):
     """Stage 2 of the fused sampler: the combine kernel computing ``L = m + ln Q - 55 ln 2`` from the candidates
-    (``from_weights``) chooses the twin's tile (``choose_tiles_np(tile_logmass(m, Q))``) for every row; a greedy row
+    (``from_weights``) chooses the twin's tile (``draw_tiles_np(tile_logmass(m, Q))``) for every row; a greedy row
     takes the larger ``(m, key)``."""
-    from flashsampling.kernels.combine import launch_combine_groups
 
     z, inv = stage1_inputs()
     B, seed = z.shape[0], 21
@@ -216,7 +216,7 @@ def test_combine_from_weights_equals_twin(device):
         torch.arange(K, device=device) * 256, torch.zeros((B, K), dtype=torch.int32, device=device), inv_t, lo, hi,
         from_weights=True,
     )  # fmt: skip
-    want = choose_tiles_np(tile_logmass(m, q), seed)
+    want = draw_tiles_np(tile_logmass(m, q), seed)
     got = choice[:, 0].cpu().numpy()
     assert np.array_equal(got[:5], want[:5])
     greedy = max(range(K), key=lambda k: (m[5, k], key[5, k]))

@@ -1,6 +1,6 @@
-"""The tile inverse-CDF sampler fused into the Gluon kernel (``NOISE = tile_cdf``; flashsampling.tile_cdf.
-sample_fused_tile_cdf).  Compiled on an sm_90 GPU only: every test here is skipped elsewhere (the kernel's CPU test
-is its compile test in test_pingpong.py, and its twin's law is tested in test_tile_cdf.py).
+"""The tile inverse-CDF sampler fused into the Gluon kernel (its ``EPILOGUE`` ``tile_cdf_epilogue``;
+flashsampling.tile_cdf.sample_fused_tile_cdf).  Compiled on an sm_90 GPU only: every test here is skipped elsewhere
+(the kernel's CPU test is its compile test in test_pingpong.py, and its twin's law is tested in test_tile_cdf.py).
 
 Layer 1 (deterministic): on inputs whose logits are exact in float32 (small multiples of 1/16), stage 1's
 ``(m, Q, draw)`` equal the twin's (``tile_stage1_np`` in ``slot_order``) bit for bit, the tokens equal
@@ -18,19 +18,20 @@ import torch
 
 import flashsampling
 from flashsampling import _validate as check
-from flashsampling.kernels.fused import allocate_partials
 from flashsampling.kernels.pingpong import launch_pingpong
+from flashsampling.kernels.stage1 import allocate_partials
 from flashsampling.noise import split_seed
 from flashsampling.reference import softmax
 from flashsampling.tile_cdf import (
     TILE_CDF_TILES,
-    choose_tiles_np,
+    draw_tiles_np,
     fused_tile_cdf_np,
     sample_fused_tile_cdf,
     slot_order,
     tile_logmass,
     tile_stage1_np,
 )
+from flashsampling.tile_cdf.fused import tile_cdf_epilogue
 from verification import goodness_of_fit
 from verification.planted import total_variation
 
@@ -60,8 +61,7 @@ def test_stage1_equals_twin_bit_for_bit():
     inv, _, _ = check.inverse_temperature(temps.cuda(), B, h.device)
     parts = allocate_partials(B, 1, 4, h.device)
     lo, hi = split_seed(seed)
-    launch_pingpong(h, w, inv, parts, lo, hi, TILE_CDF_TILES, col_offset=0, n_rounds=10, noise=True,
-                    noise_mode="tile_cdf")  # fmt: skip
+    launch_pingpong(h, w, inv, parts, lo, hi, TILE_CDF_TILES, epilogue=tile_cdf_epilogue)
     m, q, j = tile_stage1_np(z, inv.cpu().numpy(), seed, order=slot_order())
     assert np.array_equal(parts[0][:, 0].cpu().numpy(), m)
     assert np.array_equal(parts[1][:, 0].cpu().numpy().view(np.uint64), q)
@@ -79,7 +79,7 @@ def test_tokens_equal_twin_and_greedy_rows_equal_sample():
     inv = inv.cpu().numpy()
     hot = inv > 0
     m, q, j = tile_stage1_np(z, inv, seed, order=slot_order())
-    k = choose_tiles_np(tile_logmass(m, q), seed)
+    k = draw_tiles_np(tile_logmass(m, q), seed)
     assert np.array_equal(got[hot], j[hot, k[hot]])
     assert np.array_equal(got[hot], fused_tile_cdf_np(z, inv, seed)[hot])
     greedy = flashsampling.sample(h, w, temperature=temps.cuda(), seed=seed)[:, 0].cpu().numpy()

@@ -1,4 +1,4 @@
-"""flashsampling/tile_weights.py: the Triton integer weights equal their NumPy twin bit for bit (the interpreter on
+"""flashsampling/tile_cdf/weights.py: the Triton integer weights equal their NumPy twin bit for bit (the interpreter on
 the CPU; compiled, the inline-assembly path on the GPU), and approximate exp(s - m) as proofs/tile_inverse_cdf.md
 states."""
 
@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from flashsampling.tile_weights import WEIGHT_BITS, tile_weight, tile_weights_np
+from flashsampling.tile_cdf.weights import WEIGHT_BITS, tile_weight, tile_weights_np
 
 
 @triton.jit

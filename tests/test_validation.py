@@ -9,6 +9,15 @@ import pytest
 import torch
 
 import flashsampling
+from flashsampling._request import new_request
+from flashsampling._validate import host_inverse_temperature
+from flashsampling.grouped import grouped_partials
+from flashsampling.kernels.flags import FLAG_BAD_TEMPERATURE
+from flashsampling.kernels.hardware import tma_compatible
+from flashsampling.kernels.persistent import programs_per_sm
+from flashsampling.kernels.stage1 import launch_fused_stage1
+from flashsampling.kernels.temperature import inverse_temperature_kernel, inverse_temperature_torch
+from flashsampling.kernels.tiles import default_tiles
 
 
 def _hw(device, b=2, v=40, d=16, dtype=torch.bfloat16):
@@ -121,8 +130,6 @@ def test_fused_overflow_detected(device):
 def test_row_flags_hold_both_bits(device):
     """A tile row with an infinite logit in one column and a finite logit whose z / T overflows in
     another gets both flag bits (the bits are ORed over the row's elements, not maxed)."""
-    from flashsampling.kernels.fused import default_tiles, launch_fused_stage1
-
     h = torch.ones(2, 16, device=device)
     w = torch.full((40, 16), 0.01, device=device)
     w[3] = math.inf  # z[:, 3] = +inf: bit 1
@@ -196,9 +203,6 @@ def test_default_tiles_fit_every_dtype(batch, dtype, device):
         ({"block_v": 64, "epilogue_v": 8}, "epilogue_v=8"),
         ({"block_b": 32, "epilogue_v": 16, "warp_specialized": True}, "block_b a multiple of 64"),
         ({"block_b": 64, "warp_specialized": True}, "epilogue_v > 0"),
-        ({"warp_groups": 4}, "warp_groups=4"),
-        ({"handoff": True}, "handoff=True needs warp_specialized"),
-        ({"noise_filter": True}, "noise_filter=True needs warp_specialized"),
         ({"max_registers": 16}, "max_registers=16"),
         ({"max_registers": 256}, "max_registers=256"),
     ],
@@ -211,15 +215,12 @@ def test_tile_config_rejects(kwargs, msg):
 def test_staged_epilogue_candidates_per_chunk(device):
     """With epilogue_v, stage 1 writes one candidate per chunk: the grouped variant's groups are the
     chunks, and the fused tokens equal those of the plain epilogue."""
-    from flashsampling.grouped import grouped_partials
-
     g = torch.Generator().manual_seed(3)
     h = torch.randn(3, 32, generator=g).to(torch.float16).to(device)
     w = torch.randn(200, 32, generator=g).to(torch.float16).to(device)
     staged = flashsampling.TileConfig(16, 64, 16, epilogue_v=16)
     assert staged.candidate_v == 16 and flashsampling.TileConfig(16, 64, 16).candidate_v == 64
-    inv = torch.ones(3, device=h.device)
-    p = grouped_partials(h, w, inv, 1, 2, 2, tiles=staged)
+    p = grouped_partials(new_request(1.0, 5, 2, 3, h.device, host_checks=True), h, w, tiles=staged)
     assert p.starts.cpu().tolist() == list(range(0, 200, 16))
     plain = flashsampling.sample(h, w, seed=8, num_samples=3, tiles=flashsampling.TileConfig(16, 64, 16))
     assert torch.equal(flashsampling.sample(h, w, seed=8, num_samples=3, tiles=staged), plain)
@@ -230,9 +231,6 @@ def test_persistent_kernel_writes_the_same_candidates(d, device):
     """The persistent kernel (one program per SM walking the tiles) writes exactly the candidates,
     flags and log-masses of the one-program-per-tile kernel; a row stride that TMA cannot read
     (D=20 halves: 40 bytes) falls back to the pointer kernel."""
-    from flashsampling.kernels.fused import launch_fused_stage1
-    from flashsampling.kernels.persistent import tma_compatible
-
     g = torch.Generator().manual_seed(d)
     h = torch.randn(37, d, generator=g).to(torch.float16).to(device)
     w = torch.randn(300, d, generator=g).to(torch.float16).to(device)
@@ -250,9 +248,6 @@ def test_persistent_kernel_writes_the_same_candidates(d, device):
 def test_inverse_temperature_kernel_equals_torch(device):
     """The device kernel and the interpreter's torch path give the same inverse temperatures
     (float32 division correctly rounded) and the same flags, for every dtype and edge case."""
-    from flashsampling.kernels.select import FLAG_BAD_TEMPERATURE
-    from flashsampling.kernels.temperature import inverse_temperature_kernel, inverse_temperature_torch
-
     values = [0.0, 1.0, 0.7, 3.0, 1e-45, -1.0, math.nan, math.inf, 1e-30, 123.456]
     for dtype in (torch.float32, torch.float64, torch.bfloat16):
         t = torch.tensor(values, dtype=dtype, device=device)
@@ -292,8 +287,6 @@ def test_bad_tensor_temperature_found_after_the_kernels(entry, device):
 
 def test_programs_per_sm_counts_registers_and_shared_memory():
     """The persistent kernel launches as many programs per SM as registers and shared memory allow."""
-    from flashsampling.kernels.persistent import programs_per_sm
-
     T = flashsampling.TileConfig
     assert programs_per_sm(T(128, 256, 64, num_warps=16, num_stages=4, epilogue_v=32, persistent=True), 2) == 1
     capped = T(128, 128, 64, num_warps=8, num_stages=3, epilogue_v=32, persistent=True, max_registers=128)
@@ -306,7 +299,6 @@ def test_host_inverse_temperature_is_float32_division():
     """The scalar path's float64-then-float32 quotient equals NumPy's float32 ``1 / float32(t)`` bit for bit:
     log-uniform temperatures over float32's whole range (quotients from subnormal to near overflow), the powers of
     two, and the two edges (the largest temperature whose inverse is nonzero, the smallest that does not overflow)."""
-    from flashsampling._validate import host_inverse_temperature
 
     rng = np.random.default_rng(5)
     ts = np.concatenate(

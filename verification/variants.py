@@ -111,7 +111,8 @@ def _kernel_logits_maxima(case: Case, n: int, seed: int) -> np.ndarray:
     import torch
 
     import flashsampling
-    from flashsampling.kernels.fused import launch_logits_stage1, logits_tiles
+    from flashsampling.kernels.stage1 import launch_logits_stage1
+    from flashsampling.kernels.tiles import logits_tiles
     from flashsampling.noise import split_seed
 
     device = "cpu" if flashsampling.INTERPRET else "cuda"

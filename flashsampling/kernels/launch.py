@@ -4,9 +4,9 @@
 specialization: dtype, 16-byte alignment, ``== 1``), reads of the knobs, a string of the options
 for the cache key, a check of the kernel's global values, a launch-metadata dict for the profiling
 hooks, then the launcher.  On the H200's host the stage-1 launch alone took 100-290 us of a
-``sample()`` call's 230-420 us (benchmarks/NOTES.md session 9 §6), comparable with the GPU time of a
+``sample()`` call's 230-420 us (``benchmarks/results/host_overhead_h200.json``), comparable with the GPU time of a
 small-batch call, so "as called" could wait on the host.  The direct path takes 12-20% off the call's
-host time (median of paired runs, NOTES session 11 §1).
+host time (median of paired runs, ``benchmarks/results/host_overhead_direct_h200.json``).
 
 :func:`direct` keeps Triton's own specialization -- it runs the same binder, so a call whose
 arguments Triton would specialize differently gets a different key -- and replaces the rest by

@@ -1,7 +1,7 @@
 """Stage 1, persistent: one program per SM walks the tiles, weights streamed by TMA descriptors.
 
-The same computation as :func:`~flashsampling.kernels.fused.fused_stage1_kernel` (same tiles, same
-epilogue :func:`~flashsampling.kernels.select.tile_epilogue`, so the same candidates), arranged for
+The same computation as :func:`~flashsampling.kernels.stage1.fused_stage1_kernel` (same tiles, same
+epilogue :func:`~flashsampling.kernels.epilogue.tile_epilogue`, so the same candidates), arranged for
 the Hopper memory system::
 
     for tile in range(program, num_tiles, NUM_PROGRAMS):      # flattened with the K loop
@@ -10,7 +10,7 @@ the Hopper memory system::
             acc += h_desc.load([pid_b*BB, k]) @ w_desc.load([pid_v*BV, k]).T
         tile_epilogue(acc, ...)                                # scratch slot = program id
 
-With ``flatten`` the compiler fuses the two loops into one software pipeline, so the loads of the
+With ``FLATTEN`` the compiler fuses the two loops into one software pipeline, so the loads of the
 next tile's first K blocks are in flight while this tile's epilogue (noise, max) runs: the noise
 overlaps the weight stream instead of following it.  Programs are launched for every SM slot
 (:func:`programs_per_sm`: more than one when ``TileConfig.max_registers`` and the pipeline's
@@ -19,30 +19,20 @@ epilogue's scratch is one slot per program (``NUM_PROGRAMS * BB * BV * 4`` bytes
 programs of 128 x 256), not one per tile.
 
 TMA needs the last dimension contiguous, the other strides and the base 16-byte aligned;
-:func:`tma_compatible` says whether a pair of inputs qualifies (otherwise the caller uses the
-pointer kernel).  Out-of-range rows, columns and K blocks are zero-filled by the descriptor.
+:func:`~flashsampling.kernels.hardware.tma_compatible` says whether a pair of inputs qualifies (otherwise the
+dispatcher runs the pointer kernel).  Out-of-range rows, columns and K blocks are zero-filled by the descriptor.
 """
 
 from __future__ import annotations
-
-import functools
 
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from .epilogue import epilogue_constants, tile_epilogue
+from .hardware import num_programs
 from .launch import cdiv, direct
-from .select import tile_epilogue
-
-
-def tma_compatible(*tensors: torch.Tensor) -> bool:
-    """Whether every tensor can be read through a TMA descriptor (2-D, unit last stride, 16-byte
-    aligned base and row stride)."""
-    for t in tensors:
-        if t.dim() != 2 or t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
-            return False
-    return True
 
 
 @triton.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset", "num_samples"])
@@ -111,32 +101,10 @@ def programs_per_sm(tiles, element_size: int) -> int:
     return max(1, min(by_regs, by_smem))
 
 
-def num_programs(device: torch.device, num_tiles: int, per_sm: int = 1) -> int:
-    """``per_sm`` programs per SM (never more programs than tiles); 4 in the interpreter."""
-    if device.type != "cuda":
-        return max(1, min(4, num_tiles))
-    return max(1, min(sm_count(device) * per_sm, num_tiles))
-
-
-def sm_count(device: torch.device) -> int:
-    """SMs of the CUDA device ``device`` (its index, or the current device's)."""
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-
-
-@functools.cache
-def _sm_count(index: int) -> int:
-    """SMs of CUDA device ``index`` (cached: the query costs microseconds on every launch)."""
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-def launch_persistent(
-    hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles, *, col_offset, return_lse,
-    n_rounds, noise, upcast, flatten: bool = True,
-):  # fmt: skip
-    """Launch :func:`fused_persistent_kernel` into the candidate buffers ``parts``; returns the
-    compiled kernel.  ``flatten=False`` compiles the tile and K loops separately (a benchmark
-    comparison; triton's ``warp_specialize`` was also tried and compiled to the same kernel on the
-    H200, so it is not offered)."""
+def persistent_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles, col_offset: int):
+    """``(grid, args)`` of :func:`fused_persistent_kernel` writing into the candidate buffers ``parts``: one program
+    per SM slot (:func:`programs_per_sm`), the TMA descriptors, and the staged epilogue's scratch (one slot per
+    program) when ``tiles.epilogue_v``."""
     B, D = hidden.shape
     V = weight.shape[0]
     num_tiles = cdiv(B, tiles.block_b) * cdiv(V, tiles.block_v)
@@ -145,11 +113,20 @@ def launch_persistent(
     scratch = torch.empty(scratch_numel, dtype=torch.float32, device=hidden.device)
     h_desc = TensorDescriptor.from_tensor(hidden, block_shape=[tiles.block_b, tiles.block_d])
     w_desc = TensorDescriptor.from_tensor(weight, block_shape=[tiles.block_v, tiles.block_d])
-    return direct(fused_persistent_kernel)[(progs,)](
-        h_desc, w_desc, inv_temp, *parts, scratch,
-        B, V, D, col_offset, num_samples, seed_lo, seed_hi,
-        BLOCK_SIZE_B=tiles.block_b, BLOCK_SIZE_V=tiles.block_v, BLOCK_SIZE_D=tiles.block_d, NUM_PROGRAMS=progs,
-        UPCAST=upcast, INPUT_PRECISION="ieee" if upcast else "tf32", N_ROUNDS=n_rounds, RETURN_LSE=return_lse,
-        PAIRED=col_offset % 2 == 0, NOISE=noise, EPILOGUE_V=tiles.epilogue_v, FLATTEN=flatten,
-        **tiles.launch_options(),
+    args = (h_desc, w_desc, inv_temp, *parts, scratch, B, V, D, col_offset, num_samples, seed_lo, seed_hi)
+    return (progs,), args
+
+
+def launch_persistent(
+    hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles, *, col_offset, return_lse, noise, upcast
+):
+    """Launch :func:`fused_persistent_kernel` into the candidate buffers ``parts``; returns the compiled kernel.
+    (Triton's ``warp_specialize`` was also tried on this kernel and compiled to the same code on the H200, so it is
+    not offered.)"""
+    grid, args = persistent_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles,
+                                      col_offset)  # fmt: skip
+    consts = epilogue_constants(return_lse=return_lse, noise=noise, col_offset=col_offset)
+    return direct(fused_persistent_kernel)[grid](
+        *args, **tiles.matmul_constants(upcast), NUM_PROGRAMS=grid[0], FLATTEN=True, **consts,
+        EPILOGUE_V=tiles.epilogue_v, **tiles.launch_options(),
     )  # fmt: skip

@@ -20,8 +20,8 @@ import triton
 import triton.language as tl
 
 from .._device import INTERPRET
+from .flags import FLAG_BAD_TEMPERATURE
 from .launch import cdiv, direct, next_power_of_2
-from .select import FLAG_BAD_TEMPERATURE
 
 
 @triton.jit

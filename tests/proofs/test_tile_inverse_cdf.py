@@ -9,8 +9,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from flashsampling import tile_weights
-from flashsampling.tile_weights import exp2_poly_np
+from flashsampling.tile_cdf import weights as tile_weights
+from flashsampling.tile_cdf.weights import exp2_poly_np
 from proofs import _generated as gen
 from proofs import check_tile_inverse_cdf as chk
 

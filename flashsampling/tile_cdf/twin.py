@@ -1,16 +1,16 @@
-"""The tile inverse-CDF sampler of proofs/tile_inverse_cdf.md: its NumPy twin, the prototype on given logits, and the
-sampler fused into the Gluon kernel (:func:`sample_fused_tile_cdf`, sm_90; an opt-in entry point, not yet in
-``flashsampling``'s namespace: another stream than :func:`flashsampling.sample`'s).
+"""The NumPy twin of the tile inverse-CDF sampler of proofs/tile_inverse_cdf.md (of both its kernels: the prototype
+on given logits and the stream fused into the Gluon kernel).
 
-Stage 1 (:func:`tile_stage1_np`, the twin of :func:`flashsampling.kernels.tile_cdf.launch_tile_cdf_stage1`): per
-row and tile of ``block_v`` columns, the maximum score ``m``, the integer weights ``q``
-(:func:`flashsampling.tile_weights.tile_weights_np`) and their sum ``Q``, the 128-bit uniform ``U`` of the Philox
-block ``(tile_start, row, sample, STREAM_TILE)``, ``t = floor(U Q / 2**128)`` and the draw: the number of columns
-whose cumulative weight is at most ``t`` (the first column whose cumulative weight exceeds ``t``).
+Stage 1 (:func:`tile_stage1_np`, the twin of :func:`flashsampling.tile_cdf.kernel.launch_tile_cdf_stage1` and of
+:func:`flashsampling.tile_cdf.fused.tile_cdf_draw`): per row and tile of ``block_v`` columns, the maximum score ``m``,
+the integer weights ``q`` (:func:`flashsampling.tile_cdf.weights.tile_weights_np`) and their sum ``Q``, the 128-bit
+uniform ``U`` of the Philox block ``(tile_start, row, sample, STREAM_TILE)``, ``t = floor(U Q / 2**128)`` and the draw:
+the number of columns whose cumulative weight is at most ``t`` (the first column whose cumulative weight exceeds ``t``).
 
-Stage 2 (:func:`tile_logmass`, then :func:`flashsampling.grouped.choose_groups_np`): the tile by Gumbel-max over
-``L = m + ln Q - 55 ln 2`` with the group stream's noise, as the grouped variant chooses its groups.  The result's
-law is ``e^m q / sum e^m q`` within ``2**-128`` per token (proofs/tile_inverse_cdf.md, Propositions 1 and 2).
+Stage 2 (:func:`tile_logmass`, then :func:`draw_tiles_np`, as :func:`flashsampling.grouped.choose_groups_np`): the tile
+by Gumbel-max over ``L = m + ln Q - 55 ln 2`` with the group stream's noise, as the grouped variant chooses its groups.
+The result's law is ``e^m q / sum e^m q`` within ``2**-128`` per token (proofs/tile_inverse_cdf.md, Propositions 1
+and 2).
 
 The order in which a tile's cumulative weights run is part of the stream: natural for the prototype,
 :func:`slot_order` for the fused kernel (any fixed order has the same law).
@@ -22,11 +22,10 @@ import math
 
 import numpy as np
 
-from .grouped import choose_groups_np
-from .kernels.fused import warp_specialized_tiles
-from .noise import STREAM_GROUP, STREAM_TILE, philox4x32_np, split_seed, token_noise_np
-from .tile_weights import WEIGHT_BITS, tile_weights_np
-from .twin import sample_twin_many, select
+from ..grouped import choose_groups_np
+from ..noise import STREAM_GROUP, STREAM_TILE, philox4x32_np, split_seed, token_noise_np
+from ..twin import sample_twin_many, select
+from .weights import WEIGHT_BITS, tile_weights_np
 
 
 def mulhi_u128_u64_np(w0, w1, w2, w3, q) -> np.ndarray:
@@ -49,7 +48,7 @@ def pad_tiles(s: np.ndarray, block_v: int) -> np.ndarray:
 
 
 def slot_order(block_v: int = 256, chunk: int = 32) -> np.ndarray:
-    """The fused kernel's draw order of a tile's columns (:func:`flashsampling.kernels.pingpong._tile_cdf_draw`):
+    """The fused kernel's draw order of a tile's columns (:func:`flashsampling.tile_cdf.fused.tile_cdf_draw`):
     ``order[rank]`` is the tile column of rank ``rank``.  Column ``c * chunk + 8j + 2q + e`` (chunk ``c``, token pair
     ``(j, q)`` of the chunk, element ``e``) has rank ``((q * chunk / 8 + j) * (block_v / chunk) + c) * 2 + e``: the
     kernel's slots in the order ``(q, j)``, each slot's tokens by chunk, then by element.  Any fixed order gives the
@@ -124,84 +123,20 @@ def tile_cdf_sampler_np(logits: np.ndarray, temperature: float, n: int, seed: in
     return out
 
 
-def choose_tiles_np(logmass: np.ndarray, seed: int, block_v: int = 256) -> np.ndarray:
-    """Stage 2 for sample 0 of every row: ``argmax_k (L[r, k] + G'_k)`` with the group stream's noise of the block
-    ``(k * block_v, row, 0, STREAM_GROUP)`` (as :func:`choose_groups_np`), exact ties by its key; ``[B]`` int64."""
+def draw_tiles_np(logmass: np.ndarray, seed: int, block_v: int = 256) -> np.ndarray:
+    """Stage 2 for sample 0 of every row, the vocabulary tile it draws from: ``argmax_k (L[r, k] + G'_k)`` with the
+    group stream's noise of the block ``(k * block_v, row, 0, STREAM_GROUP)`` (as
+    :func:`~flashsampling.grouped.choose_groups_np`), exact ties by its key; ``[B]`` int64."""
     B, K = logmass.shape
     starts = (np.arange(K, dtype=np.uint32) * np.uint32(block_v))[None, :]
     g, key = token_noise_np(seed, np.arange(B, dtype=np.uint32)[:, None], starts, 0, STREAM_GROUP)
     return select(logmass + g.astype(np.float64), key).astype(np.int64)
 
 
-def sample_tile_cdf_from_logits(logits, temperature: float, seed: int, *, block_b: int = 4, block_v: int = 256):
-    """The prototype end to end: stage 1 on the logits' device (:func:`~flashsampling.kernels.tile_cdf.
-    launch_tile_cdf_stage1`; compiled on a GPU, interpreted on the CPU), stage 2 here (:func:`choose_tiles_np`).
-    ``logits``: torch ``[B, V]`` float32; one token per row (sample 0 of each row's streams), int64 ``[B]``.
-    ``temperature > 0``."""
-    import torch
-
-    from .kernels.tile_cdf import launch_tile_cdf_stage1
-
-    if not temperature > 0:
-        raise ValueError(f"temperature={temperature} must be > 0 for the prototype")
-    inv = torch.full((logits.shape[0],), float(np.float32(1.0) / np.float32(temperature)), device=logits.device)
-    lo, hi = split_seed(seed)
-    m, total, draw = (x.cpu().numpy() for x in launch_tile_cdf_stage1(logits, inv, lo, hi, block_b, block_v))
-    k = choose_tiles_np(tile_logmass(m, total), seed, block_v)
-    return draw[np.arange(draw.shape[0]), k]
-
-
 def fused_tile_cdf_np(z32: np.ndarray, inv32: np.ndarray, seed: int, *, block_v: int = 256, chunk: int = 32):
-    """Twin of :func:`sample_fused_tile_cdf` (one token per row, int64 ``[B]``) for float32 logits ``[B, V]`` and
-    per-row float32 ``1/T > 0``: stage 1 in the kernel's slot order, then the tile by :func:`choose_tiles_np`."""
+    """Twin of :func:`flashsampling.tile_cdf.sampling.sample_fused_tile_cdf` (one token per row, int64 ``[B]``) for
+    float32 logits ``[B, V]`` and per-row float32 ``1/T > 0``: stage 1 in the kernel's slot order, then the tile by
+    :func:`draw_tiles_np`."""
     m, total, draw = tile_stage1_np(z32, inv32, seed, block_v=block_v, order=slot_order(block_v, chunk))
-    k = choose_tiles_np(tile_logmass(m, total), seed, block_v)
+    k = draw_tiles_np(tile_logmass(m, total), seed, block_v)
     return draw[np.arange(draw.shape[0]), k]
-
-
-def sample_fused_tile_cdf(hidden, weight, *, temperature=1.0, seed: int | None = None, host_checks: bool = True):
-    """The tile inverse-CDF sampler fused into the LM-head matmul (proofs/tile_inverse_cdf.md; not yet in the public
-    API): one token per row of ``softmax(hidden @ weight.T / T)``, int64 ``[B, 1]``.
-
-    Stage 1 is the warp-specialized Gluon kernel with ``NOISE = tile_cdf`` on 256-column tiles (an sm_90 GPU, bf16 or
-    fp16 inputs that TMA can read): per row and tile ``m``, ``Q`` and the draw in the kernel's slot order.  Stage 2
-    chooses the tile by Gumbel-max over ``L = m + ln Q - 55 ln 2`` (float64) with the group stream's noise, in the
-    grouped variant's combine kernel; a greedy row (``T = 0``) takes the noise-free candidates by ``(max, key)``, as
-    :func:`flashsampling.sample` does.  A different stream from :func:`flashsampling.sample`'s: the same law
-    within the bound of proofs/tile_inverse_cdf.md, not the same tokens.  Arguments and errors as
-    :func:`flashsampling.sample`'s (``num_samples = 1``)."""
-    import torch
-
-    from . import _validate as check
-    from .kernels.combine import launch_combine_groups
-    from .kernels.fused import allocate_partials, warp_specialized_supported
-    from .kernels.pingpong import launch_pingpong
-    from .sampling import _raise_on_flags
-
-    B, V, D, device = check.check_lm_head(hidden, weight)
-    check.check_nonempty("weight", V, "V")
-    check.check_counter("V", V)
-    seed = check.check_seed(seed)
-    inv_temp, temp_flags, _ = check.inverse_temperature(temperature, B, device)
-    if not warp_specialized_supported(hidden, weight):
-        raise ValueError("hidden/weight: the fused tile inverse-CDF sampler needs an sm_90 GPU (compiled, not "
-                         "interpreted) and bf16 or fp16 inputs of one dtype that TMA can read")  # fmt: skip
-    tiles = TILE_CDF_TILES
-    K = -(-V // tiles.block_v)
-    parts = allocate_partials(B, 1, K, device)
-    lo, hi = split_seed(seed)
-    launch_pingpong(hidden, weight, inv_temp, parts, lo, hi, tiles, col_offset=0, n_rounds=10, noise=True,
-                    noise_mode="tile_cdf")  # fmt: skip
-    part_max, part_key, part_idx, flags, _ = parts
-    starts = torch.arange(K, dtype=torch.int64, device=device) * tiles.block_v
-    # L = m + ln Q - 55 ln 2 from the candidates (key = Q) inside the combine kernel: one launch for stage 2.
-    tokens, _, row_flags = launch_combine_groups(part_max, part_max, part_key, part_idx, starts, flags, inv_temp, lo,
-                                                 hi, from_weights=True)  # fmt: skip
-    if host_checks:
-        _raise_on_flags(row_flags, temp_flags, "logits hidden @ weight.T", temperature)
-    return tokens
-
-
-#: The fused sampler's tiles: the B=256 warp-specialized tiles, 256 columns (the stream's ``block_v``) read in
-#: 32-column chunks (its slot order); tests/test_tile_cdf.py holds both.
-TILE_CDF_TILES = warp_specialized_tiles(256)

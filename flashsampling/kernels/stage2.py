@@ -1,13 +1,27 @@
-"""Combine kernels of the grouped, online and tensor-parallel variants.
+"""Stage 2: reduce the per-tile candidates of stage 1 to one token per (row, sample), or combine them by the
+grouped, online and tensor-parallel rules.
 
-All of them work on the candidates of stage 1 (``(max score, key, global index)`` per row, sample
+Reduce over tiles
+-----------------
+:func:`reduce_tiles_kernel`: one program per (row, sample) reads its ``T`` candidates ``(m_t, key_t, idx_t)`` and
+keeps the lexicographic maximum of ``(m, key)`` -- the global argmax of the perturbed scores, because the
+argmax over the whole vocabulary is the argmax over the tile maxima (argmax decomposition,
+``proofs/argmax_decomposition.md``), with exact float32 ties broken by the random key exactly as
+inside a tile.  It also ORs the row's stage-1 flags and adds ``FLAG_NO_FINITE`` when every score is
+``-inf``.  The token is clamped into ``[0, V)`` so that, even with host checks off, no index is ever
+out of range.
+
+Bytes: ``B * S * T * 20`` read, ``B * S * 12`` written (``T = ceil(V / BLOCK_SIZE_V)``).
+
+Combine (grouped, online, tensor-parallel)
+------------------------------------------
+The combine kernels work on the candidates of stage 1 (``(max score, key, global index)`` per row, sample
 and vocabulary tile, and the tiles' log-masses) and on a few scalars per row: none reads a logit.
 Every kernel takes ``BLOCK_SIZE_P`` flat (row, sample) pairs ``p = row * S + sample`` per program
 (the interpreter's cost is per program, so there it takes one large tile; on the GPU a few pairs)
 and walks its other axis in blocks.
 
-Group noise
------------
+*Group noise.*
 Besides the token noise of stage 1 the variants need one random variate per (group, row, sample):
 the Gumbel noise that picks a group (``STREAM_GROUP = 1``) or the exponential variate behind an
 online merge coin (``STREAM_ONLINE = 2``), from the same Philox generator with the counter::
@@ -20,8 +34,7 @@ seed alone (every tensor-parallel rank computes the same values without communic
 :func:`flashsampling.noise.token_noise`, so ``token_noise_np`` and ``exponential_from_bits_np`` are
 their NumPy twins.
 
-The kernels
------------
+*The kernels.*
 ``reduce_candidates_kernel``: candidates ``[B, S, T]`` -> the lexicographic max over ``T`` per pair
 (a shard's or chunk's local sample) and, optionally, ``L = logsumexp_t lse[b, t]`` in float64 (max
 for a greedy row) and the OR of the tiles' flags.  Bytes: ``B S T 20 + B T 8`` read.
@@ -42,10 +55,9 @@ Bytes: ``B K 8 + B F 4 + B S K 20`` read, ``B S 20`` written.
 (module docstring there), the coin from ``STREAM_ONLINE`` keyed by the chunk start; the row's new
 log-mass and flags go to separate output buffers (other pairs of the row still read the old ones).
 
-Lexicographic max
------------------
+*Lexicographic max.*
 Every kernel keeps the candidate with the largest ``(score, key)`` pair, first position on a full
-tie: the rule of a stage-1 tile and of stage 2 (:mod:`.reduce`).  It is associative, so reducing in
+tie: the rule of a stage-1 tile and of :func:`reduce_tiles_kernel`.  It is associative, so reducing in
 any grouping (tiles, shards, ranks, chunks) gives the same winner as one flat argmax.
 """
 
@@ -56,8 +68,95 @@ import triton
 import triton.language as tl
 
 from .._device import INTERPRET
-from ..noise import STREAM_GROUP, STREAM_ONLINE, exponential_from_bits, gumbel_from_bits, philox4x32, positive_log
+from ..noise import PHILOX_ROUNDS, STREAM_GROUP, STREAM_ONLINE, exponential_from_bits, gumbel_from_bits, philox4x32
+from .flags import BAD_LOGIT, FLAG_BAD_LOGIT, FLAG_NO_FINITE, FLAG_OVERFLOW, NO_FINITE, OVERFLOW
 from .launch import cdiv, direct, next_power_of_2
+
+
+@triton.jit
+def reduce_tiles_kernel(
+    part_max_ptr,
+    part_key_ptr,
+    part_idx_ptr,
+    flag_ptr,
+    token_ptr,
+    row_flag_ptr,
+    num_samples,
+    num_tiles,
+    V,
+    BLOCK_SIZE_T: tl.constexpr,
+):
+    """``(B*S, T)`` candidates -> ``(B*S,)`` tokens: lexicographic argmax of (max score, key)."""
+    pid = tl.program_id(0).to(tl.int64)
+    row = pid // num_samples
+    base = pid * num_tiles
+    offs = tl.arange(0, BLOCK_SIZE_T)
+    run_m = tl.full([], float("-inf"), tl.float32)
+    run_k = tl.full([], -2, tl.int64)
+    run_i = tl.full([], 0, tl.int64)
+    run_f = tl.full([], 0, tl.int32)
+    for t0 in range(0, num_tiles, BLOCK_SIZE_T):
+        t = t0 + offs
+        ok = t < num_tiles
+        m = tl.load(part_max_ptr + base + t, mask=ok, other=float("-inf"))
+        k = tl.load(part_key_ptr + base + t, mask=ok, other=-2)
+        i = tl.load(part_idx_ptr + base + t, mask=ok, other=0)
+        f = tl.load(flag_ptr + row * num_tiles + t, mask=ok, other=0)
+        run_f = run_f | tl.max(tl.where((f & BAD_LOGIT) != 0, BAD_LOGIT, 0), axis=0) | tl.max(
+            tl.where((f & OVERFLOW) != 0, OVERFLOW, 0), axis=0
+        )
+        cm = tl.max(m, axis=0)
+        kk = tl.where(ok & (m == cm), k, -2)
+        ck = tl.max(kk, axis=0)
+        j = tl.argmax(kk, axis=0)
+        ci = tl.sum(tl.where(offs == j, i, 0), axis=0)
+        better = (cm > run_m) | ((cm == run_m) & (ck > run_k))
+        run_m = tl.where(better, cm, run_m)
+        run_k = tl.where(better, ck, run_k)
+        run_i = tl.where(better, ci, run_i)
+    run_f = run_f | tl.where(run_m == float("-inf"), NO_FINITE, 0)
+    token = tl.minimum(tl.maximum(run_i, 0), V - 1)
+    tl.store(token_ptr + pid, token)
+    tl.store(row_flag_ptr + pid, run_f)
+
+
+def reduce_tiles_torch(part_max, part_key, part_idx, flags, V: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same reduction as :func:`reduce_tiles_kernel`, in vectorized torch.
+
+    Used in the interpreter, where each program's reductions cost milliseconds of patching;
+    ``tests/test_reduce.py`` binds the two.
+    """
+    m = part_max.max(dim=-1, keepdim=True).values
+    k = torch.where(part_max == m, part_key, torch.full_like(part_key, -2))
+    j = k.argmax(dim=-1, keepdim=True)
+    tokens = part_idx.gather(-1, j).squeeze(-1).clamp(0, V - 1)
+    row = ((flags & FLAG_BAD_LOGIT) != 0).any(dim=-1).to(torch.int32) * FLAG_BAD_LOGIT
+    row = row | ((flags & FLAG_OVERFLOW) != 0).any(dim=-1).to(torch.int32) * FLAG_OVERFLOW
+    row_flags = row[:, None] | torch.where(m.squeeze(-1) == float("-inf"), FLAG_NO_FINITE, 0).to(torch.int32)
+    return tokens, row_flags
+
+
+def reduce_tiles(part_max, part_key, part_idx, flags, V: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stage 2 on partials of shape ``[B, S, T]`` and flags ``[B, T]``.
+
+    Returns ``(tokens int64 [B, S], flags int32 [B, S])``.  Compiled: one Triton launch; in the
+    interpreter: :func:`reduce_tiles_torch`.
+    """
+    if INTERPRET:
+        return reduce_tiles_torch(part_max, part_key, part_idx, flags, V)
+    return launch_reduce_tiles(part_max, part_key, part_idx, flags, V)
+
+
+def launch_reduce_tiles(part_max, part_key, part_idx, flags, V: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch :func:`reduce_tiles_kernel`; returns ``(tokens [B, S], flags [B, S])``."""
+    B, S, T = part_max.shape
+    tokens = torch.empty((B, S), dtype=torch.int64, device=part_max.device)
+    row_flags = torch.empty((B, S), dtype=torch.int32, device=part_max.device)
+    block_t = min(next_power_of_2(T), 1024)
+    direct(reduce_tiles_kernel)[(B * S,)](
+        part_max, part_key, part_idx, flags, tokens, row_flags, S, T, V, BLOCK_SIZE_T=block_t
+    )
+    return tokens, row_flags
 
 
 def _blocks(P: int, inner: int) -> tuple[int, int]:
@@ -130,7 +229,9 @@ def reduce_candidates_kernel(
         run_k = tl.where(better, ck, run_k)
         run_i = tl.where(better, ci, run_i)
         f = tl.load(tile_flag_ptr + rt, mask=ok & first[:, None], other=0)
-        run_f = run_f | tl.max(tl.where((f & 1) != 0, 1, 0), axis=1) | tl.max(tl.where((f & 2) != 0, 2, 0), axis=1)
+        run_f = run_f | tl.max(tl.where((f & BAD_LOGIT) != 0, BAD_LOGIT, 0), axis=1) | tl.max(
+            tl.where((f & OVERFLOW) != 0, OVERFLOW, 0), axis=1
+        )
         if RETURN_LSE:
             lm = tl.load(lse_ptr + rt, mask=ok & first[:, None], other=float("-inf")).to(tl.float64)
             new_max = tl.maximum(run_max, tl.max(lm, axis=1))
@@ -204,7 +305,7 @@ def combine_groups_kernel(
     """``L [B, K]``, candidates ``[B, S, K]`` -> ``[B, S]``: lexmax_k (L_k + G'_k, key'_k), its local index.
     ``FROM_WEIGHTS`` (the tile inverse-CDF sampler's candidates, where ``key`` holds the tile's weight sum ``Q`` as
     uint64 bits and ``best`` its maximum ``m``): ``L = m + ln Q - 55 ln 2`` in float64 (``-inf`` where ``Q = 0``), as
-    :func:`flashsampling.tile_cdf.tile_logmass`; ``logmass_ptr`` is not read."""
+    :func:`flashsampling.tile_cdf.twin.tile_logmass`; ``logmass_ptr`` is not read."""
     pid = tl.program_id(0).to(tl.int64)
     p = pid * BLOCK_SIZE_P + tl.arange(0, BLOCK_SIZE_P)
     p_ok = p < P
@@ -259,11 +360,13 @@ def combine_groups_kernel(
         run_k = tl.where(better, ck, run_k)
         run_i = tl.where(better, ci, run_i)
         run_j = tl.where(better, g0 + j.to(tl.int64), run_j)
-    run_f = tl.where(run_l == float("-inf"), 4, 0)
+    run_f = tl.where(run_l == float("-inf"), NO_FINITE, 0)
     for f0 in range(0, F, BLOCK_SIZE_K):
         fc = f0 + offs
         f = tl.load(flag_ptr + row[:, None] * F + fc[None, :], mask=p_ok[:, None] & (fc < F)[None, :], other=0)
-        run_f = run_f | tl.max(tl.where((f & 1) != 0, 1, 0), axis=1) | tl.max(tl.where((f & 2) != 0, 2, 0), axis=1)
+        run_f = run_f | tl.max(tl.where((f & BAD_LOGIT) != 0, BAD_LOGIT, 0), axis=1) | tl.max(
+            tl.where((f & OVERFLOW) != 0, OVERFLOW, 0), axis=1
+        )
     tl.store(token_ptr + p, run_i, mask=p_ok)
     tl.store(choice_ptr + p, run_j, mask=p_ok)
     tl.store(row_flag_ptr + p, run_f, mask=p_ok)
@@ -281,7 +384,6 @@ def launch_combine_groups(
     seed_hi: int,
     *,
     pathwise: bool = False,
-    n_rounds: int = 10,
     from_weights: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Launch :func:`combine_groups_kernel`.
@@ -303,7 +405,7 @@ def launch_combine_groups(
         logmass.contiguous(), best.contiguous(), key.contiguous(), index.contiguous(), ids.contiguous(),
         flags.contiguous(), inv_temp.contiguous(), tokens, choice, row_flags, P, S, K, flags.shape[1],
         seed_lo, seed_hi,
-        BLOCK_SIZE_P=block_p, BLOCK_SIZE_K=block_k, PATHWISE=pathwise, STREAM=STREAM_GROUP, N_ROUNDS=n_rounds,
+        BLOCK_SIZE_P=block_p, BLOCK_SIZE_K=block_k, PATHWISE=pathwise, STREAM=STREAM_GROUP, N_ROUNDS=PHILOX_ROUNDS,
         FROM_WEIGHTS=from_weights,
     )  # fmt: skip
     return tokens, choice, row_flags
@@ -373,7 +475,7 @@ def online_merge_kernel(
 
 
 def launch_online_merge(
-    cand, inv_temp, logmass, flags, best, key, index, start: int, seed_lo: int, seed_hi: int, *, n_rounds: int = 10
+    cand, inv_temp, logmass, flags, best, key, index, start: int, seed_lo: int, seed_hi: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Merge a chunk's ``cand = (m, key, index, L_C, flags)`` (from :func:`launch_reduce_candidates`)
     into the state; ``best``, ``key``, ``index`` are updated in place, the new ``(logmass, flags)``
@@ -386,67 +488,6 @@ def launch_online_merge(
     block_p, _ = _blocks(P, 1)
     direct(online_merge_kernel)[(cdiv(P, block_p),)](
         cm, ck, ci, lc, cflags, inv_temp, logmass, flags, best, key, index, l_out, f_out, P, S, start,
-        seed_lo, seed_hi, BLOCK_SIZE_P=block_p, STREAM=STREAM_ONLINE, N_ROUNDS=n_rounds,
+        seed_lo, seed_hi, BLOCK_SIZE_P=block_p, STREAM=STREAM_ONLINE, N_ROUNDS=PHILOX_ROUNDS,
     )  # fmt: skip
     return l_out, f_out
-
-
-# --------------------------------------------------------------------------------------------
-# Stream noise on its own (tests, and the NumPy-twin checks of the combine)
-# --------------------------------------------------------------------------------------------
-
-
-@triton.jit(do_not_specialize=["B", "S", "K", "seed_lo", "seed_hi", "stream"])
-def stream_noise_kernel(
-    ids_ptr,
-    g_ptr,
-    e_ptr,
-    key_ptr,
-    B,
-    S,
-    K,
-    seed_lo,
-    seed_hi,
-    stream,
-    BLOCK_SIZE: tl.constexpr,
-    N_ROUNDS: tl.constexpr,
-):
-    """``ids [K]`` -> ``G, E, key [B, S, K]`` for the Philox counter ``(ids[k], b, s, stream)``."""
-    pid = tl.program_id(0).to(tl.int64)
-    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    ok = offs < B * S * K
-    k = offs % K
-    bs = offs // K
-    s = bs % S
-    b = bs // S
-    gid = tl.load(ids_ptr + k, mask=ok, other=0)
-    zeros = tl.zeros([BLOCK_SIZE], dtype=tl.int32)
-    c_stream = (zeros + stream).to(tl.uint32)
-    k0 = seed_lo.to(tl.uint32)
-    k1 = seed_hi.to(tl.uint32)
-    w0, w1, w2, w3 = philox4x32(gid.to(tl.uint32), b.to(tl.uint32), s.to(tl.uint32), c_stream, k0, k1, N_ROUNDS)
-    e = exponential_from_bits(w0, w1)
-    g = -positive_log(e)
-    tl.store(g_ptr + offs, g, mask=ok)
-    tl.store(e_ptr + offs, e, mask=ok)
-    tl.store(key_ptr + offs, w2.to(tl.int64), mask=ok)
-
-
-def launch_stream_noise(
-    ids: torch.Tensor, B: int, S: int, seed_lo: int, seed_hi: int, stream: int, *, n_rounds: int = 10
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gumbel ``G``, exponential ``E`` (float32) and tie-break key (int64), each ``[B, S, K]``,
-    for the counters ``(ids[k], b, s, stream)``; ``ids`` int64 ``[K]`` on the wanted device."""
-    K = ids.shape[0]
-    device = ids.device
-    g = torch.empty((B, S, K), dtype=torch.float32, device=device)
-    e = torch.empty((B, S, K), dtype=torch.float32, device=device)
-    key = torch.empty((B, S, K), dtype=torch.int64, device=device)
-    total = B * S * K
-    if total == 0:
-        return g, e, key
-    block = 1024  # flat counters per program
-    direct(stream_noise_kernel)[(cdiv(total, block),)](
-        ids.contiguous(), g, e, key, B, S, K, seed_lo, seed_hi, stream, BLOCK_SIZE=block, N_ROUNDS=n_rounds
-    )
-    return g, e, key

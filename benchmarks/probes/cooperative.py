@@ -1,24 +1,27 @@
-"""A timing probe, not a sampler: the matmul of stage 1 with 128-row tiles shared by two MMA warp groups.
+"""A timing probe, not a sampler: the matmul of stage 1 with 128-row tiles shared by two MMA warp groups (its own
+pipeline, importing the shipped loader and the noise).
 
-Why (benchmarks/NOTES.md, session 13).  In :mod:`.pingpong` each consumer group owns a ``64 x BN`` tile, so
+Why.  In :mod:`flashsampling.kernels.pingpong` each consumer group owns a ``64 x BN`` tile, so
 every K block of ``W`` that TMA writes into shared memory feeds one warp group's MMAs.  Per ``m64n256k16`` step
 (128 tensor cycles at the full rate of an SM) the MMA reads 2 KB of ``h`` and 8 KB of ``W`` from shared memory,
 and TMA has written the same 10 KB there: 160 bytes per cycle against the 128 that an SM's shared memory
-serves, a ceiling of 80% on the tensor pipe (ncu measured 83% for the ``bare`` mode at B = 256).  ``128 x 128``
+serves, a ceiling of 80% on the tensor pipe (ncu measured 83% for the ``bare`` mode at B = 256:
+``benchmarks/results/ncu_smem_pp_bare_64x256_b256_h200.txt``).  ``128 x 128``
 tiles per group have the same 160.  Here two warp groups take the two 64-row halves of one ``128 x BN`` tile
 and read the same ``W`` slot: per step of both groups (256 tensor cycles) 12 KB written and 20 KB read, 128 bytes
 per cycle.
 
 The price is the ping-pong: both groups finish a tile together, so nothing hides their epilogues.  This probe
-has only the cheap epilogues of :mod:`.pingpong`'s timing modes (``bare``: each row's maximum logit;
+has only the cheap epilogues of the timing modes of :mod:`.pipeline` (``bare``: each row's maximum logit;
 ``register_argmax``: each row's maximum of ``z / T`` and its column, from the accumulator's registers), which
 measure the pipeline's ceiling, not a sampler's time.  Each half's accumulator is the MMAs of
-:mod:`.pingpong`'s ``64 x BN`` tile in the same order, so ``register_argmax`` gives the same ``(max, column)``
+the shipped kernel's ``64 x BN`` tile in the same order, so ``register_argmax`` gives the same ``(max, column)``
 bit for bit (``benchmarks/coop_probe.py`` checks it on the H200).
 
 Measured on the H200 at B = 256: the tensor pipe 97% busy (83% in the ping-pong kernel) and ``bare`` at cuBLAS's
-time on three shapes; with the exact noise's work issued in its K loop (``FILL_KINDS``: ``noise``), no cheaper than
-the ping-pong kernel's noise by more than about 6% (benchmarks/NOTES.md, session 13).
+time on three shapes (``benchmarks/results/coop_probe_h200.json``, ``ncu_smem_coop_bare_128x256_b256_h200.txt``);
+with the exact noise's work issued in its K loop (``FILL_KINDS``: ``noise``), no cheaper than the ping-pong kernel's
+noise by more than about 6% (``coop_noise_fill_h200.json``).
 """
 
 from __future__ import annotations
@@ -27,22 +30,22 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup_mma, warpgroup_mma_wait
 
-from .launch import direct
-from .pingpong import (
-    MODES,
-    _bare_epilogue,
-    _exponential,
-    _load_partition,
-    _log,
-    _philox,
-    _register_argmax_epilogue,
+from flashsampling.kernels.launch import direct
+from flashsampling.kernels.pingpong import (
     compile_sm90,
     default_consumer_registers,
+    exponential_gl,
     kernel_arguments,
     launch_registers,
+    load_partition,
+    log_gl,
+    philox4x32_gl,
 )
 
-#: The probe's epilogues: a subset of :data:`.pingpong.MODES`.
+from .pipeline import MODES, bare_epilogue, register_argmax_epilogue
+from .tiles import warp_groups
+
+#: The probe's epilogues: a subset of :data:`.pipeline.MODES`.
 COOPERATIVE_MODES = ("bare", "register_argmax")
 _BARE = gl.constexpr(MODES["bare"])
 #: The kinds of work that the K loop can carry beside its MMAs (:func:`_fill`).
@@ -60,9 +63,10 @@ def _fill_noise(ctr, row, best, STEPS: gl.constexpr):
     without its chunk loads and tie bits."""
     for _ in gl.static_range(STEPS):
         zero = ctr * 0
-        w0, w1, w2, w3 = _philox(ctr, row, zero, zero, zero + 0x243F6A88, zero + 0x85A308D3, 10)
+        w0, w1, w2, w3 = philox4x32_gl(ctr, row, zero, zero, zero + 0x243F6A88, zero + 0x85A308D3, 10)
         base = ctr.to(gl.float32) * 9.5367431640625e-07
-        best = gl.maximum(best, gl.maximum(base - _log(_exponential(w0, w1)), base - _log(_exponential(w2, w3))))
+        e_even = base - log_gl(exponential_gl(w0, w1))
+        best = gl.maximum(best, gl.maximum(e_even, base - log_gl(exponential_gl(w2, w3))))
         ctr = ctr + 1
     return ctr, best
 
@@ -136,9 +140,9 @@ def _half_consumer(args, HALF_INDEX: gl.constexpr, BM: gl.constexpr, BN: gl.cons
         mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
         half_tile = pid_b * 2 + HALF_INDEX  # the 64-row tile of the ping-pong kernel that this half is
         if MODE == _BARE:
-            _bare_epilogue(acc, half_tile, pid_v, num_v_tiles, B, part_max_ptr, HALF)
+            bare_epilogue(acc, half_tile, pid_v, num_v_tiles, B, part_max_ptr, HALF)
         else:
-            _register_argmax_epilogue(acc, half_tile, pid_v, num_v_tiles, B, inv_temp_ptr, part_max_ptr, part_idx_ptr,
+            register_argmax_epilogue(acc, half_tile, pid_v, num_v_tiles, B, inv_temp_ptr, part_max_ptr, part_idx_ptr,
                                       HALF, BN)  # fmt: skip
     if FILL_STEPS > 0:
         folded = fill_u.to(gl.int64) + fill_x.to(gl.int64)
@@ -154,7 +158,7 @@ def cooperative_probe_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_ke
                              FILL_STEPS: gl.constexpr = 0, FILL_KIND: gl.constexpr = 0):  # fmt: skip
     """Persistent ``(B, D) @ (D, V)`` in ``BM x BN`` tiles (``BM = 128``: two warp groups of 64 rows on one ring
     slot), with a timing mode's epilogue (:data:`COOPERATIVE_MODES`).  The argument list is
-    :mod:`.pingpong`'s, so its host helpers build the launch."""
+    the shipped kernel's, so its host helpers build the launch."""
     BM: gl.constexpr = h_desc.block_type.shape[0]
     BK: gl.constexpr = h_desc.block_type.shape[1]
     BN: gl.constexpr = w_desc.block_type.shape[0]
@@ -167,12 +171,12 @@ def cooperative_probe_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_ke
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # both halves release a slot
     args = (a_bufs, b_bufs, ready, empty, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, B, V, D)
-    loads = (h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS, 0)
+    loads = (h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS)
     gl.warp_specialize(
         [
             (_half_consumer, (args, 0, BM, BN, BK, STAGES, NUM_PROGRAMS, MODE, FILL_STEPS, FILL_KIND)),
             (_half_consumer, (args, 1, BM, BN, BK, STAGES, NUM_PROGRAMS, MODE, FILL_STEPS, FILL_KIND)),
-            (_load_partition, loads),
+            (load_partition, loads),
         ],
         [4, 1],
         [CONSUMER_REGS, 24],
@@ -184,7 +188,7 @@ def _check(tiles, mode: str, fill: tuple[str, int]) -> None:
         raise ValueError(f"fill={fill!r} must be (one of {FILL_KINDS}, steps >= 0)")
     if mode not in COOPERATIVE_MODES:
         raise ValueError(f"mode={mode!r} must be one of {COOPERATIVE_MODES}")
-    if tiles.block_b != 128 or tiles.warp_groups != 2:
+    if tiles.block_b != 128 or warp_groups(tiles) != 2:
         raise ValueError(f"tiles={tiles!r} must have block_b=128 and warp_groups=2")
 
 

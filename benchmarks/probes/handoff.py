@@ -1,18 +1,20 @@
-"""Stage 1 on Hopper with the epilogue handed off: one MMA warp group, separate epilogue warp groups.
+"""Stage 1 on Hopper with the epilogue handed off: one MMA warp group, separate epilogue warp groups (an
+experiment, slower than the shipped kernel; a probe with its own pipeline, which imports the shipped loader, staging
+and epilogue).
 
-In :mod:`.pingpong` every consumer group runs its own tile's epilogue, so while one group's epilogue runs
-each scheduler has one epilogue warp beside the other group's MMA warp, and the epilogue's instruction
-stream is limited by that one warp's latencies (benchmarks/NOTES.md, session 7: about one issue every 3
-cycles alone, dispatch stalls beside the MMAs).  Here the roles are split:
+In :mod:`flashsampling.kernels.pingpong` every consumer group runs its own tile's epilogue, so while one group's
+epilogue runs each scheduler has one epilogue warp beside the other group's MMA warp, and the epilogue's instruction
+stream is limited by that one warp's latencies (about one issue every 3 cycles alone, dispatch stalls beside the
+MMAs: ``benchmarks/results/ncu_b256_raw_*_h200.txt``).  Here the roles are split:
 
-* a **loader** warp streams ``h`` and ``W`` K blocks by TMA into a ring of ``STAGES`` slots (the same
-  partition as :mod:`.pingpong`'s);
+* a **loader** warp streams ``h`` and ``W`` K blocks by TMA into a ring of ``STAGES`` slots (the shipped
+  kernel's partition);
 * one **MMA** warp group (the default partition) runs every tile's K loop on the tensor cores, writes the
   accumulator to staging buffer ``j % NE`` (tile ``j`` of the program's list) and moves on to the next tile;
 * ``NE`` (2 or 3) **epilogue** warp groups: group ``e`` takes tiles ``e, e + NE, ...`` from its own staging
-  buffer and runs :func:`~flashsampling.kernels.pingpong._staged_epilogue` on them -- the same fast and exact
-  passes, so the candidates equal :mod:`.pingpong`'s (and the unstaged Triton kernel's with ``block_v = BN``)
-  bit for bit.
+  buffer and runs ``STAGED`` on them (:func:`~flashsampling.kernels.pingpong.staged_epilogue`, or the filter's
+  :func:`~benchmarks.probes.approx_filter.filtered_staged_epilogue`) -- the same fast and exact passes, so the
+  candidates equal the shipped kernel's (and the unstaged Triton kernel's with ``block_v = BN``) bit for bit.
 
 Each scheduler then holds ``NE`` epilogue warps, whose latencies hide each other's, and the epilogue
 warps hold no accumulator, so they have registers to spare.  Two mbarriers per buffer hand it over:
@@ -22,9 +24,9 @@ waits for its buffer.
 
 Shared memory: ``NE`` buffers of ``BM x BN`` fp32 beside the ring, so the tiles are ``64 x 128`` (32 KB per
 buffer).  An experiment, not a default: on the H200 it is slower than the ping-pong kernel at B = 128 and 256,
-and the noise costs it as much (benchmarks/NOTES.md, session 8: so the noise's cost is not the single epilogue
-warp's latency).  Scope as :mod:`.pingpong`'s: one sample per row, no log-masses, a shard starting on an even
-column, bf16/fp16 inputs that TMA can read, compiled on sm_90.
+and the noise costs it as much (``benchmarks/results/handoff_probe_h200.json``: so the noise's cost is not the
+single epilogue warp's latency).  Scope as the shipped kernel's: one sample per row, no log-masses, a shard starting
+on an even column, bf16/fp16 inputs that TMA can read, compiled on sm_90.
 """
 
 from __future__ import annotations
@@ -33,16 +35,21 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup_mma, warpgroup_mma_wait
 
-from .launch import direct
-from .pingpong import (
-    _load_partition,
-    _stage_tile,
-    _staged_epilogue,
+from flashsampling.kernels.launch import direct
+from flashsampling.kernels.pingpong import (
+    NOISE_EXACT,
+    NOISE_OFF,
     compile_sm90,
     kernel_arguments,
     launch_registers,
-    noise_switch,
+    load_partition,
+    stage_tile,
+    staged_epilogue,
+    staging_layout,
 )
+
+from .approx_filter import filtered_staged_epilogue
+from .tiles import warp_groups
 
 
 @gluon.jit
@@ -73,14 +80,14 @@ def _mma_partition(args, NE: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, B
         # Buffer j % NE is free once tile j - NE's epilogue is done: the (j // NE)-th arrival on `free`.
         buf = j % NE
         mbarrier.wait(free.index(buf), ((j // NE) - 1) & 1, pred=j >= NE)
-        _stage_tile(acc, stage.index(buf), BM, BN, EV)
+        stage_tile(acc, stage.index(buf), BM, BN, EV)
         mbarrier.arrive(full.index(buf), count=1)
 
 
 @gluon.jit
 def _epilogue_partition(args, E: gl.constexpr, NE: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
                         NUM_PROGRAMS: gl.constexpr, EV: gl.constexpr, N_ROUNDS: gl.constexpr,
-                        NOISE: gl.constexpr):  # fmt: skip
+                        NOISE: gl.constexpr, STAGED: gl.constexpr):  # fmt: skip
     """Epilogue warp group ``E`` of ``NE``: tiles ``E, E + NE, ...`` of this program's list, each from
     staging buffer ``E`` once the MMA group has filled it."""
     (a_bufs, b_bufs, ready, empty, stage, full, free, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr,
@@ -97,8 +104,8 @@ def _epilogue_partition(args, E: gl.constexpr, NE: gl.constexpr, BM: gl.constexp
         pid_v = tile // num_b_tiles
         j = (tile - program) // NUM_PROGRAMS
         mbarrier.wait(full.index(E), (j // NE) & 1)
-        _staged_epilogue(chunks, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
-                         part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE)  # fmt: skip
+        STAGED(chunks, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
+               part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE)  # fmt: skip
         mbarrier.arrive(free.index(E), count=1)
 
 
@@ -106,7 +113,7 @@ def _epilogue_partition(args, E: gl.constexpr, NE: gl.constexpr, BM: gl.constexp
 def fused_handoff_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr,
                          B, V, D, col_offset, seed_lo, seed_hi, STAGES: gl.constexpr, NUM_PROGRAMS: gl.constexpr,
                          EV: gl.constexpr, N_ROUNDS: gl.constexpr, NOISE: gl.constexpr, NE: gl.constexpr,
-                         EPILOGUE_REGS: gl.constexpr):  # fmt: skip
+                         EPILOGUE_REGS: gl.constexpr, STAGED: gl.constexpr):  # fmt: skip
     """Persistent, warp-specialized ``(B,D) @ (D,V) -> per (row, BN tile) argmax(z / T + G)`` with one
     MMA warp group and ``NE`` (2 or 3) epilogue warp groups."""
     BM: gl.constexpr = h_desc.block_type.shape[0]
@@ -118,10 +125,7 @@ def fused_handoff_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_pt
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     full = gl.allocate_shared_memory(gl.int64, [NE, 1], mbarrier.MBarrierLayout())
     free = gl.allocate_shared_memory(gl.int64, [NE, 1], mbarrier.MBarrierLayout())
-    stage_layout: gl.constexpr = gl.SwizzledSharedLayout(
-        vec=8, per_phase=max(1, 32 // EV), max_phase=min(8, EV // 8), order=[1, 0]
-    )
-    stage = gl.allocate_shared_memory(gl.float32, [NE, BN // EV * BM, EV], stage_layout)
+    stage = gl.allocate_shared_memory(gl.float32, [NE, BN // EV * BM, EV], staging_layout(EV))
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
@@ -130,14 +134,14 @@ def fused_handoff_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_pt
         mbarrier.init(free.index(i), count=1)
     args = (a_bufs, b_bufs, ready, empty, stage, full, free, inv_temp_ptr, part_max_ptr, part_key_ptr, part_idx_ptr,
             flag_ptr, B, V, D, col_offset, seed_lo, seed_hi)  # fmt: skip
-    loads = (h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS, 0)
+    loads = (h_desc, w_desc, a_bufs, b_bufs, ready, empty, B, V, D, BM, BN, BK, STAGES, NUM_PROGRAMS)
     if NE == 2:
         gl.warp_specialize(
             [
                 (_mma_partition, (args, NE, BM, BN, BK, STAGES, NUM_PROGRAMS, EV)),
-                (_epilogue_partition, (args, 0, NE, BM, BN, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
-                (_epilogue_partition, (args, 1, NE, BM, BN, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
-                (_load_partition, loads),
+                (_epilogue_partition, (args, 0, NE, BM, BN, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, STAGED)),
+                (_epilogue_partition, (args, 1, NE, BM, BN, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, STAGED)),
+                (load_partition, loads),
             ],
             [4, 4, 1],
             [EPILOGUE_REGS, EPILOGUE_REGS, 24],
@@ -147,10 +151,10 @@ def fused_handoff_kernel(h_desc, w_desc, inv_temp_ptr, part_max_ptr, part_key_pt
         gl.warp_specialize(
             [
                 (_mma_partition, (args, NE, BM, BN, BK, STAGES, NUM_PROGRAMS, EV)),
-                (_epilogue_partition, (args, 0, NE, BM, BN, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
-                (_epilogue_partition, (args, 1, NE, BM, BN, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
-                (_epilogue_partition, (args, 2, NE, BM, BN, NUM_PROGRAMS, EV, N_ROUNDS, NOISE)),
-                (_load_partition, loads),
+                (_epilogue_partition, (args, 0, NE, BM, BN, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, STAGED)),
+                (_epilogue_partition, (args, 1, NE, BM, BN, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, STAGED)),
+                (_epilogue_partition, (args, 2, NE, BM, BN, NUM_PROGRAMS, EV, N_ROUNDS, NOISE, STAGED)),
+                (load_partition, loads),
             ],
             [4, 4, 4, 1],
             [EPILOGUE_REGS, EPILOGUE_REGS, EPILOGUE_REGS, 24],
@@ -164,26 +168,28 @@ def epilogue_registers(groups: int) -> int:
     return (launch * (groups + 2) - 24 - launch) // groups // 8 * 8
 
 
-def launch_handoff(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, col_offset, n_rounds, noise,
-                   programs=None, noise_filter=False):  # fmt: skip
+def handoff_constants(tiles, programs: int, *, noise: bool, n_rounds: int = 10) -> tuple[dict, int]:
+    """``(constexprs, maxnreg)`` of :func:`fused_handoff_kernel` for ``tiles`` (``tiles.warp_groups`` epilogue
+    groups; ``tiles.noise_filter``: the filter's staged epilogue)."""
+    ne = warp_groups(tiles)
+    staged = filtered_staged_epilogue if getattr(tiles, "noise_filter", False) else staged_epilogue
+    constexprs = {"STAGES": tiles.num_stages, "NUM_PROGRAMS": programs, "EV": tiles.epilogue_v, "N_ROUNDS": n_rounds,
+                  "NOISE": (NOISE_EXACT if noise else NOISE_OFF).value, "NE": ne,
+                  "EPILOGUE_REGS": tiles.max_registers or epilogue_registers(ne), "STAGED": staged}  # fmt: skip
+    return constexprs, launch_registers(ne + 1)
+
+
+def launch_handoff(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, *, col_offset=0, n_rounds=10, noise=True,
+                   programs=None):  # fmt: skip
     """Launch :func:`fused_handoff_kernel` into the candidate buffers ``parts`` (one candidate per ``block_v``
-    tile); ``tiles.warp_groups`` is the number of epilogue groups.  Returns the compiled kernel."""
-    ne = tiles.warp_groups
+    tile).  Returns the compiled kernel."""
     progs, args = kernel_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, tiles, col_offset, programs)
-    return direct(fused_handoff_kernel)[(progs,)](
-        *args,
-        STAGES=tiles.num_stages, NUM_PROGRAMS=progs, EV=tiles.epilogue_v, N_ROUNDS=n_rounds, NE=ne,
-        NOISE=noise_switch(noise, noise_filter),
-        EPILOGUE_REGS=tiles.max_registers or epilogue_registers(ne), num_warps=4,
-        maxnreg=launch_registers(ne + 1),
-    )  # fmt: skip
+    constexprs, maxnreg = handoff_constants(tiles, progs, noise=noise, n_rounds=n_rounds)
+    return direct(fused_handoff_kernel)[(progs,)](*args, **constexprs, num_warps=4, maxnreg=maxnreg)
 
 
 def compile_offline(tiles, element: str = "bf16"):
-    """Compile :func:`fused_handoff_kernel` for sm_90a without a GPU (for the CPU test that it builds and does
-    not spill; as :func:`~flashsampling.kernels.pingpong.compile_offline`)."""
-    ne = tiles.warp_groups
-    constexprs = {"STAGES": tiles.num_stages, "NUM_PROGRAMS": 132, "EV": tiles.epilogue_v, "N_ROUNDS": 10,
-                  "NOISE": noise_switch(True, tiles.noise_filter), "NE": ne,
-                  "EPILOGUE_REGS": tiles.max_registers or epilogue_registers(ne)}  # fmt: skip
-    return compile_sm90(fused_handoff_kernel, tiles, element, constexprs, launch_registers(ne + 1))
+    """Compile :func:`fused_handoff_kernel` for sm_90a without a GPU (for the CPU test that it builds and does not
+    spill), 132 programs."""
+    constexprs, maxnreg = handoff_constants(tiles, 132, noise=True)
+    return compile_sm90(fused_handoff_kernel, tiles, element, constexprs, maxnreg)

@@ -1,4 +1,4 @@
-"""The per-tile selection shared by every stage-1 kernel: perturb, take the max, store a candidate.
+"""The epilogue of the Triton stage-1 kernels: perturb a tile of logits, take the max, store a candidate.
 
 For a tile of float32 logits ``z[BLOCK_SIZE_B, BLOCK_SIZE_V]`` and each sample ``s``::
 
@@ -14,17 +14,17 @@ Cost per token: one Philox block serves two tokens (``PAIRED``: the tile starts 
 so its even and odd columns are split apart and each half takes two of the block's four words);
 the tie-break keys (:func:`~flashsampling.noise.tie_key`, their own Philox stream) are evaluated
 for the whole tile only when some row has an exact float32 tie at its maximum, and otherwise once
-per row for the winner.  ``NOISE=False`` drops the noise
-(the greedy argmax), for benchmarks that separate the noise's cost from the matmul's.
+per row for the winner.  ``NOISE=False`` drops the noise: a call whose rows are all greedy (a number
+``temperature=0``), where a row's score is ``z`` with or without it, so the tokens are the same.
 
-The same pass raises per-(row, tile) flags: bit 1 for a NaN or +inf logit (or -inf where
-``ALLOW_NEG_INF`` is false), bit 2 for ``z / T`` overflowing float32.  With ``RETURN_LSE`` the
+The same pass raises per-(row, tile) flags (:mod:`.flags`): ``FLAG_BAD_LOGIT`` for a NaN or +inf logit (or -inf
+where ``ALLOW_NEG_INF`` is false), ``FLAG_OVERFLOW`` for ``z / T`` overflowing float32.  With ``RETURN_LSE`` the
 tile's log-mass ``L = logsumexp_v(z / T)`` (fp32, max-shifted; the max of ``z`` for a greedy row) is
 written to ``lse[row, tile]`` in the same pass, for the grouped variants.  Stage 2
-(:mod:`.reduce`) reduces over tiles.
+(:mod:`.stage2`) reduces over tiles.
 
 :func:`tile_epilogue` is the whole epilogue of a stage-1 matmul tile (both the one-program-per-tile
-kernel of :mod:`.fused` and the persistent kernel of :mod:`.persistent` call it): the temperature,
+kernel of :mod:`.stage1` and the persistent kernel of :mod:`.persistent` call it): the temperature,
 and either :func:`perturb_select_store` on the tile in registers or, staged through a scratch slot,
 on ``EPILOGUE_V``-wide column chunks.
 """
@@ -34,13 +34,14 @@ from __future__ import annotations
 import triton.language as tl
 
 from .._device import device_function
-from ..noise import pair_noise, tie_key, token_noise
+from ..noise import PHILOX_ROUNDS, pair_noise, tie_key, token_noise
+from .flags import BAD_LOGIT, OVERFLOW
 
-FLAG_BAD_LOGIT = 1
-FLAG_OVERFLOW = 2
-FLAG_NO_FINITE = 4
-#: Set by :mod:`.temperature` (not by stage 1): the row's temperature is NaN, infinite, negative or too small.
-FLAG_BAD_TEMPERATURE = 8
+
+def epilogue_constants(*, return_lse: bool, noise: bool, col_offset: int) -> dict:
+    """The epilogue's compile-time constants for a launch: Philox-10 (the stream's rounds), the tiles' log-masses or
+    not, the noise or not, and token pairs sharing a Philox block when the shard starts on an even column."""
+    return dict(N_ROUNDS=PHILOX_ROUNDS, RETURN_LSE=return_lse, PAIRED=col_offset % 2 == 0, NOISE=noise)
 
 
 @device_function
@@ -64,7 +65,7 @@ def scores_and_flags(z, row_ok, col_ok, inv_temp, ALLOW_NEG_INF: tl.constexpr):
         bad = is_nan | pos_inf | neg_inf
     overflow = ((scaled == float("inf")) | (scaled == float("-inf"))) & ~(pos_inf | neg_inf) & ~greedy[:, None]
     # The row's bits, ORed over its elements (a row can hold both kinds).
-    flag = tl.max(tl.where(valid & bad, 1, 0), axis=1) | tl.max(tl.where(valid & overflow, 2, 0), axis=1)
+    flag = tl.max(tl.where(valid & bad, BAD_LOGIT, 0), axis=1) | tl.max(tl.where(valid & overflow, OVERFLOW, 0), axis=1)
     base = tl.where(valid, tl.where(greedy[:, None], z, scaled), float("-inf"))
     return base, flag, greedy
 
@@ -200,7 +201,8 @@ def tile_epilogue(
     """The epilogue of one ``[BLOCK_SIZE_B, BLOCK_SIZE_V]`` logit tile ``acc`` (rows from
     ``pid_b * BLOCK_SIZE_B``, columns from ``pid_v * BLOCK_SIZE_V``): temperature, noise, the tile's
     candidate(s).  With ``EPILOGUE_V`` the tile is staged through scratch slot ``slot_id`` (the
-    chunk loop unrolled or software-pipelined was measured no faster: benchmarks/NOTES.md)."""
+    chunk loop unrolled or software-pipelined was measured no faster:
+    ``benchmarks/results/persistent_sweep_h200_v5.json``)."""
     rows = pid_b * BLOCK_SIZE_B + tl.arange(0, BLOCK_SIZE_B)
     cols = pid_v * BLOCK_SIZE_V + tl.arange(0, BLOCK_SIZE_V)
     row_ok = rows < B

@@ -1,13 +1,13 @@
-"""Stage 1 of the tile inverse-CDF sampler on given logits (a prototype of proofs/tile_inverse_cdf.md; not in the
-public API).
+"""The tile inverse-CDF stream's Triton kernels: the 128 x 64-bit ``mulhi`` (also compiled into the Gluon draw,
+:mod:`flashsampling.tile_cdf.fused`) and stage 1 on given logits (the prototype of proofs/tile_inverse_cdf.md).
 
 Per row and vocabulary tile of ``BLOCK_V`` columns: the scores ``s = fl(z * (1/T))``, the tile's maximum ``m``, the
-integer weights ``q = tile_weight(s, m)`` (:mod:`flashsampling.tile_weights`), their uint64 sum ``Q``, the 128-bit
+integer weights ``q = tile_weight(s, m)`` (:mod:`flashsampling.tile_cdf.weights`), their uint64 sum ``Q``, the 128-bit
 uniform ``U`` of the Philox block ``(tile_start, row, sample 0, STREAM_TILE)`` (``U = w0 + w1 2**32 + w2 2**64 +
 w3 2**96``), ``t = floor(U Q / 2**128)`` and the local draw: the first column whose cumulative weight exceeds
 ``t``, i.e. the number of columns whose cumulative weight is at most ``t``.  Outputs ``m`` (float32), ``Q`` (uint64)
 and the draw as a global column (int64) per ``[row, tile]``; the tile is then chosen by Gumbel-max over
-``L = m + ln Q - 55 ln 2`` (:func:`flashsampling.tile_cdf.choose_tiles_np`).  Rows need ``T > 0``.
+``L = m + ln Q - 55 ln 2`` (:func:`flashsampling.tile_cdf.twin.draw_tiles_np`).  Rows need ``T > 0``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ..noise import STREAM_TILE, philox4x32
-from ..tile_weights import tile_weight
-from .launch import cdiv, direct
+from ..kernels.launch import cdiv, direct
+from ..noise import PHILOX_ROUNDS, STREAM_TILE, philox4x32
+from .weights import tile_weight
 
 _STREAM = tl.constexpr(STREAM_TILE)
 
@@ -86,7 +86,7 @@ def tile_cdf_stage1_kernel(
 
 
 def launch_tile_cdf_stage1(logits: torch.Tensor, inv_temp: torch.Tensor, seed_lo: int, seed_hi: int,
-                           block_b: int = 4, block_v: int = 256, n_rounds: int = 10):  # fmt: skip
+                           block_b: int = 4, block_v: int = 256):  # fmt: skip
     """``(m [B, K] float32, Q [B, K] uint64, draw [B, K] int64)`` for logits ``[B, V]`` (unit column stride) and
     per-row ``1/T > 0``; ``K = ceil(V / block_v)``, ``block_v <= 256`` (weights below ``2**63`` per tile)."""
     if block_v > 256:
@@ -98,5 +98,5 @@ def launch_tile_cdf_stage1(logits: torch.Tensor, inv_temp: torch.Tensor, seed_lo
     j = torch.empty((B, K), dtype=torch.int64, device=logits.device)
     grid = (cdiv(B, block_b) * K,)
     direct(tile_cdf_stage1_kernel)[grid](logits, inv_temp, m, q, j, B, V, logits.stride(0), seed_lo, seed_hi,
-                                 BLOCK_B=block_b, BLOCK_V=block_v, N_ROUNDS=n_rounds)  # fmt: skip
+                                 BLOCK_B=block_b, BLOCK_V=block_v, N_ROUNDS=PHILOX_ROUNDS)  # fmt: skip
     return m, q, j

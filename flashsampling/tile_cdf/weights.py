@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import triton.language as tl
 
-from ._device import INTERPRET, device_function
+from .._device import INTERPRET, device_function
 
 #: ``2**f ~ sum c_j f**j`` on ``[-1/2, 1/2]`` with ``c_0 = 1`` (a tile's maximum gets exactly ``2**WEIGHT_BITS``);
 #: relative error 1.71 * 2**-24 measured (proofs/check_tile_inverse_cdf.py).
