@@ -117,7 +117,6 @@ TARGET_SAMPLERS: tuple[AuditSampler, ...] = (
         _transformers_available,
         _version("transformers"),
         {},
-        per_draw_vector=False,
         cases={"chain-V1000-T0.7": 0.25, "topp0.9-V1000-T0.7": 0.25, "topk20-ties-V1000": 0.25,
                "minp-boundary-V1000": 0.25},  # fmt: skip
     ),
@@ -136,7 +135,6 @@ TARGET_SAMPLERS: tuple[AuditSampler, ...] = (
         _jax_top_p,
         lambda: _has("jax"),
         _version("jax"),
-        per_draw_vector=False,
         cases={"topp0.9-V1000-T0.7": 1.0},
     ),
 )
