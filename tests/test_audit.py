@@ -189,3 +189,15 @@ def test_speculative_check_passes_vllm_and_fails_a_planted_defect():
     fam = Family(alpha=1e-3, size=speculative_tests(case), name="planted")
     check_speculative(bad, case, fam, "")
     assert [m.name for m in fam.failures()] == ["emitted"], fam.table()
+
+
+def test_docs_tables_are_rendered_from_the_committed_rows():
+    """docs/audit.md quotes the CPU run's rows (docs/audit-cpu.json) through the markdown writer."""
+    from pathlib import Path
+
+    from verification.markdown import audit_tables
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    rows = json.loads((docs / "audit-cpu.json").read_text())
+    assert "\n".join(audit_tables(rows)) in (docs / "audit.md").read_text()
+    assert {r["sampler"] for r in rows} == {s.name for s in A.SAMPLERS}

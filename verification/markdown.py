@@ -365,18 +365,23 @@ def audit_tables(rows: list[dict[str, Any]]) -> list[str]:
             " / ".join(detailed[:2]) if detailed else "-",
         ])  # fmt: skip
     out = table(
-        ["sampler", "origin", "verdict", "draws", "TV tested to (normal-V1000)", "tail deficit tested to", "failure"],
+        ["sampler", "origin", "verdict", "draws", "TV tested to (its first case)", "tail deficit tested to",
+         "failure"],  # fmt: skip
         summary,
         "lllrrrl",
     )
     live = [r for r in rows if r.get("available")]
-    if live:
-        names = [c["case"] for c in live[0]["cases"]]
-        out += ["", "Draws per case (a case that failed is marked `FAIL`):", ""]
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for r in live:
+        groups.setdefault(tuple(c["case"] for c in r["cases"]), []).append(r)
+    if groups:
+        out += ["", "Draws per case (a case that failed is marked `FAIL`):"]
+    for names, members in groups.items():
+        out += [""]
         out += table(
-            ["sampler"] + names,
+            ["sampler"] + [f"`{n}`" for n in names],
             [[f"`{r['sampler']}`"] + [f"{c['n']:,}" + ("" if c["passed"] else " FAIL") for c in r["cases"]]
-             for r in live],  # fmt: skip
+             for r in members],  # fmt: skip
             "l" + "r" * len(names),
         )
     return out
