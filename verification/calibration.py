@@ -35,15 +35,15 @@ from .binning import pool_small_bins
 from .counts import Counts
 from .markdown import calibration_page
 from .planning import ks_min_detectable
-from .stats.categories import category_min_detectable_shift, category_test
-from .stats.cdf import cdf_min_detectable, dkwm_cdf_test
-from .stats.exact import exact_min_detectable_tv, exact_multinomial
+from .stats.categories import category_test, min_detectable_category_shift
+from .stats.cdf import dkwm_cdf_test, min_detectable_cdf_distance
+from .stats.exact import exact_multinomial, min_detectable_exact_tv
 from .stats.gof import g_test, min_detectable_tv, pearson_chisquare
 from .stats.gumbel import gumbel_max_test, gumbel_shift_distance
-from .stats.homogeneity import homogeneity_min_detectable_tv, homogeneity_test
-from .stats.independence import independence_min_detectable_tv, independence_test
-from .stats.tails import tail_mass_test, tail_min_detectable_deficit
-from .stats.ties import tie_bias_test, tie_min_detectable_shift
+from .stats.homogeneity import homogeneity_test, min_detectable_homogeneity_tv
+from .stats.independence import independence_test, min_detectable_independence_tv
+from .stats.tails import min_detectable_tail_deficit, tail_mass_test
+from .stats.ties import min_detectable_tie_shift, tie_bias_test
 
 #: Level of each calibration check (KS uniformity, false-alarm rate, power): a correct test fails a
 #: check with probability at most this (per check, before fixing the seed).
@@ -188,7 +188,7 @@ def _exact_spec() -> Spec:
         return _pvalues_from_counts(lambda c: exact_multinomial(c, p, alpha=a).pvalue, q, n)
 
     def biases(a):
-        tv = exact_min_detectable_tv(n, p, alpha=a, power=TARGET_POWER)
+        tv = min_detectable_exact_tv(n, p, alpha=a, power=TARGET_POWER)
         out = [
             Bias("to category 2 from the others", tv, pv(planted.transfer(p, tv, 2), a)),
             Bias("to category 1 from the others", tv, pv(planted.transfer(p, tv, 1), a)),
@@ -204,7 +204,7 @@ def _exact_spec() -> Spec:
         "V=3, p=(.5,.3,.2), n=30",
         True,
         pv(p, 0.5),
-        lambda a: exact_min_detectable_tv(n, p, alpha=a, power=TARGET_POWER),
+        lambda a: min_detectable_exact_tv(n, p, alpha=a, power=TARGET_POWER),
         biases,
     )
 
@@ -217,7 +217,7 @@ def _cdf_spec() -> Spec:
         return _pvalues_from_counts(lambda c: dkwm_cdf_test(c, p, alpha=a).pvalue, q, n)
 
     def biases(a):
-        d = cdf_min_detectable(n, alpha=a, power=TARGET_POWER)
+        d = min_detectable_cdf_distance(n, alpha=a, power=TARGET_POWER)
         return [
             Bias("first -> last", d, pv(planted.cdf_shift(p, d), a)),
             Bias("first -> middle", d, pv(planted.cdf_shift(p, d, to=25), a)),
@@ -229,7 +229,7 @@ def _cdf_spec() -> Spec:
         "V=50 geometric, n=2000, index order",
         True,
         pv(p, 0.5),
-        lambda a: cdf_min_detectable(n, alpha=a, power=TARGET_POWER),
+        lambda a: min_detectable_cdf_distance(n, alpha=a, power=TARGET_POWER),
         biases,
     )
 
@@ -247,7 +247,7 @@ def _homogeneity_spec() -> Spec:
         return draw
 
     def biases(a):
-        tv = homogeneity_min_detectable_tv(n, n, p.size, alpha=a, power=TARGET_POWER)
+        tv = min_detectable_homogeneity_tv(n, n, p.size, alpha=a, power=TARGET_POWER)
         return [
             Bias("proportional (worst case)", tv, pv(planted.proportional(p, tv), a)),
             Bias("temperature tilt", tv, pv(planted.tilt(p, tv), a)),
@@ -259,7 +259,7 @@ def _homogeneity_spec() -> Spec:
         "V=30 geometric, n=3000 + 3000",
         False,
         pv(p, 0.5),
-        lambda a: homogeneity_min_detectable_tv(n, n, p.size, alpha=a, power=TARGET_POWER),
+        lambda a: min_detectable_homogeneity_tv(n, n, p.size, alpha=a, power=TARGET_POWER),
         biases,
     )
 
@@ -287,7 +287,7 @@ def _tail_spec() -> Spec:
         return q
 
     def biases(a):
-        r = tail_min_detectable_deficit(n, p_t, alpha=a, power=TARGET_POWER)
+        r = min_detectable_tail_deficit(n, p_t, alpha=a, power=TARGET_POWER)
         return [
             Bias("uniform tail deficit", r, pv(with_tail(0.5, 0.5, r), a)),
             Bias("far half starved", r, pv(with_tail(1.0, 0.0, r), a)),
@@ -299,7 +299,7 @@ def _tail_spec() -> Spec:
         f"5 head + 2000 tail tokens 8 nats below (p_T={p_t:.4f}), n=5000",
         True,
         pv(p, 0.5),
-        lambda a: tail_min_detectable_deficit(n, p_t, alpha=a, power=TARGET_POWER),
+        lambda a: min_detectable_tail_deficit(n, p_t, alpha=a, power=TARGET_POWER),
         biases,
     )
 
@@ -373,7 +373,7 @@ def _tie_spec() -> Spec:
         return q
 
     def biases(a):
-        d = tie_min_detectable_shift(n, v, alpha=a, power=TARGET_POWER)
+        d = min_detectable_tie_shift(n, v, alpha=a, power=TARGET_POWER)
         return [
             Bias("lower half favoured", d, pv(halves(d), a)),
             Bias("upper half favoured", d, pv(halves(-d), a)),
@@ -385,7 +385,7 @@ def _tie_spec() -> Spec:
         "flat logits, V=101, n=5000",
         True,
         pv(p, 0.5),
-        lambda a: tie_min_detectable_shift(n, v, alpha=a, power=TARGET_POWER),
+        lambda a: min_detectable_tie_shift(n, v, alpha=a, power=TARGET_POWER),
         biases,
     )
 
@@ -408,7 +408,7 @@ def _category_spec() -> Spec:
         q_miss[j] = 0.0
         q_miss /= q_miss.sum()
         k = 50
-        down, up = category_min_detectable_shift(n, float(p[k]), v, alpha=a, power=TARGET_POWER)
+        down, up = min_detectable_category_shift(n, float(p[k]), v, alpha=a, power=TARGET_POWER)
         q_up = planted.transfer(p, up, k)
         q_down = p * (1 + down / (1 - p[k]))
         q_down[k] = p[k] - down
@@ -458,7 +458,7 @@ def _independence_spec() -> Spec:
         return (1 - e) * base + e * coupling
 
     def biases(a):
-        tv = independence_min_detectable_tv(n, v, v, alpha=a, power=TARGET_POWER)
+        tv = min_detectable_independence_tv(n, v, v, alpha=a, power=TARGET_POWER)
         copy = np.diag(p)
         shift = np.roll(np.diag(p), 1, axis=1)
         halves = np.zeros((v, v))
@@ -477,7 +477,7 @@ def _independence_spec() -> Spec:
         "V=10 geometric pairs, n=5000 pairs",
         False,
         pv(base, 0.5),
-        lambda a: independence_min_detectable_tv(n, v, v, alpha=a, power=TARGET_POWER),
+        lambda a: min_detectable_independence_tv(n, v, v, alpha=a, power=TARGET_POWER),
         biases,
     )
 

@@ -3,7 +3,9 @@ it could have detected.
 
 ``StatResult`` holds the fields every test has; each test family adds its own (``GofResult`` adds the
 degrees of freedom, the tested and pooled mass, and methods for the most deviant categories and their
-confidence intervals).  Results print as one readable line, and ``as_dict()`` gives a JSON-ready dict.
+confidence intervals).  Results print as one readable line, ``as_dict()`` gives a JSON-ready dict, and,
+like SciPy's result objects, every result unpacks as ``statistic, pvalue = result`` (``result[0]``,
+``result[1]``; the other fields are attributes only).
 """
 
 from __future__ import annotations
@@ -120,6 +122,16 @@ class StatResult:
     def replace(self, **changes: Any) -> StatResult:
         """A copy with some fields changed (e.g. ``alpha`` when a family applies a correction)."""
         return dataclasses.replace(self, **changes)
+
+    # SciPy's convention: ``statistic, pvalue = result`` (a 2-sequence; more fields are attributes).
+    def __iter__(self):
+        return iter((self.statistic, self.pvalue))
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> float:
+        return (self.statistic, self.pvalue)[index]
 
 
 class Deviation(NamedTuple):

@@ -98,7 +98,7 @@ def pearson_chisquare(
     samples : array_like of int, shape (n,), or Counts
         Category indices drawn by the sampler under test.
     probs : array_like of float, shape (V,)
-        Exact probabilities (summing to 1 within 1e-6).
+        Exact probabilities (summing to 1 within ``V * 2**-23``; float32 input is renormalized in float64).
     alpha : float in (0, 1)
         False-alarm rate.
     power : float in (alpha, 1)

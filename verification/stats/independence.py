@@ -34,8 +34,8 @@ from ..results import StatResult
 
 __all__ = [
     "IndependenceResult",
-    "independence_min_detectable_tv",
-    "independence_required_samples",
+    "min_detectable_independence_tv",
+    "required_independence_samples",
     "independence_test",
     "serial_independence_test",
 ]
@@ -119,7 +119,7 @@ def independence_test(
     -----
     Draws of the pairs must be independent *across* pairs (distinct rows, samples or seeds per pair);
     for one stream use :func:`serial_independence_test`, which takes disjoint pairs.  Planning
-    twins: :func:`independence_min_detectable_tv`, :func:`independence_required_samples`.
+    twins: :func:`min_detectable_independence_tv`, :func:`required_independence_samples`.
 
     References
     ----------
@@ -219,7 +219,7 @@ def serial_independence_test(
     return independence_test(s[i], s[i + lag], num_categories, buckets=buckets, alpha=alpha, power=power)
 
 
-def independence_min_detectable_tv(
+def min_detectable_independence_tv(
     n: int, rows: int, columns: int, *, alpha: float = 1e-6, power: float = 0.99
 ) -> float:
     """Smallest TV from independence that :func:`independence_test` detects on an ``rows x columns`` table."""
@@ -231,7 +231,7 @@ def independence_min_detectable_tv(
     return detectable(chi2_min_detectable_tv(n, (r - 1) * (c - 1), alpha, power), f"n={n}", "the independence test")
 
 
-def independence_required_samples(
+def required_independence_samples(
     tv: float, rows: int, columns: int, *, alpha: float = 1e-6, power: float = 0.99
 ) -> int:
     """Pairs for :func:`independence_test` to detect a TV ``tv`` from independence with ``power``."""

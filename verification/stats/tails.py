@@ -29,8 +29,8 @@ __all__ = [
     "TailResult",
     "tail_mask",
     "tail_mass_test",
-    "tail_min_detectable_deficit",
-    "tail_required_samples",
+    "min_detectable_tail_deficit",
+    "required_tail_samples",
 ]
 
 
@@ -134,7 +134,7 @@ def tail_mass_test(
 
     Notes
     -----
-    Planning twins: :func:`tail_min_detectable_deficit`, :func:`tail_required_samples`.  The test
+    Planning twins: :func:`min_detectable_tail_deficit`, :func:`required_tail_samples`.  The test
     looks only at the total mass in ``T``: it complements the chi-square tests, which pool exactly
     these categories.
 
@@ -190,7 +190,7 @@ def _relative(n: int, p_t: float, alpha: float, power: float, alternative: str) 
     return max(vals)
 
 
-def tail_min_detectable_deficit(
+def min_detectable_tail_deficit(
     n: int, tail_mass: float, *, alpha: float = 1e-6, power: float = 0.99, alternative: str = "less"
 ) -> float:
     """Smallest relative tail deficit ``r`` (``q_T = p_T (1 - r)``) that :func:`tail_mass_test` detects.
@@ -204,13 +204,13 @@ def tail_min_detectable_deficit(
     return detectable(_relative(n, p_t, alpha, power, check_alternative(alternative)), f"n={n}", "the tail test")
 
 
-def tail_required_samples(
+def required_tail_samples(
     deficit: float, tail_mass: float, *, alpha: float = 1e-6, power: float = 0.99, alternative: str = "less"
 ) -> int:
     """Draws for :func:`tail_mass_test` to detect a relative tail deficit ``deficit`` with ``power``.
 
     ``deficit = 1`` (full starvation) needs about ``log(1/alpha) / tail_mass`` draws.  The returned
-    ``n`` satisfies ``tail_min_detectable_deficit(n, tail_mass) <= deficit``.
+    ``n`` satisfies ``min_detectable_tail_deficit(n, tail_mass) <= deficit``.
     """
     p_t = check_fraction(tail_mass, "tail_mass", inclusive_upper=False)
     alpha = check_alpha(alpha)
@@ -219,3 +219,7 @@ def tail_required_samples(
     alternative = check_alternative(alternative)
     return smallest_n(lambda n: _relative(n, p_t, alpha, power, alternative) <= r, what=f"deficit={deficit!r}",
                       limit=BINOMIAL_MAX_SAMPLES)  # fmt: skip
+
+
+#: Former name of :func:`required_tail_samples` (``notebooks/03_finite_precision.py`` calls it).
+tail_required_samples = required_tail_samples
