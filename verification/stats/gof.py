@@ -22,14 +22,22 @@ from scipy import stats
 from .._validate import check_alpha, check_positive_real, check_power, check_probs
 from ..binning import DEFAULT_MIN_EXPECTED, pool_small_bins
 from ..counts import as_counts
-from ..planning import chi2_min_detectable_tv, min_detectable_tv, required_samples
+from ..planning import (
+    chi2_min_detectable_tv,
+    min_detectable_gof_tv,
+    min_detectable_tv,
+    required_gof_samples,
+    required_samples,
+)
 from ..results import GofResult
 
 __all__ = [
     "g_test",
     "goodness_of_fit",
+    "min_detectable_gof_tv",
     "min_detectable_tv",
     "pearson_chisquare",
+    "required_gof_samples",
     "required_samples",
 ]
 

@@ -16,6 +16,11 @@ the draws, so a failure is always real; a dependence inside one class is not see
 Power: against a joint law ``pi`` with margins ``pi_x, pi_y`` the noncentrality is
 ``n sum (pi_ij - pi_x,i pi_y,j)**2 / (pi_x,i pi_y,j) >= 4 n TV(pi, pi_x x pi_y)**2`` (Cauchy-Schwarz,
 as in :mod:`verification.planning`), with ``(r - 1)(c - 1)`` degrees of freedom.
+
+Lag scan: two streams that must be independent can still overlap with a shift ("seed ``s``'s draw
+``j + 1`` equals seed ``s + 1``'s draw ``j``": a counter advanced by the seed).  Pairing draw ``j`` with
+draw ``j`` sees nothing; :func:`lag_scan_test` pairs ``x[j + l]`` with ``y[j]`` for every shift ``l`` in
+``-K..K`` (``1..K`` within one stream) and corrects for the scan by Bonferroni over the scanned lags.
 """
 
 from __future__ import annotations
@@ -27,22 +32,32 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats
 
-from .._validate import check_alpha, check_int, check_positive_real, check_power, check_samples
+from .._validate import check_alpha, check_int, check_positive_real, check_power, check_probs, check_samples
 from ..binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
 from ..planning import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
 from ..results import StatResult
 
 __all__ = [
+    "DEFAULT_MAX_LAG",
     "IndependenceResult",
-    "min_detectable_independence_tv",
-    "required_independence_samples",
+    "LagScanResult",
     "independence_test",
+    "lag_scan_test",
+    "min_detectable_independence_tv",
+    "min_detectable_lag_scan_tv",
+    "required_independence_samples",
+    "required_lag_scan_samples",
     "serial_independence_test",
+    "table_shape",
 ]
 
 #: Default cap on rank classes per coordinate: 32 x 32 cells keep the degrees of freedom (961) small
 #: enough that a TV of a few percent is detectable at 10^5 pairs.
 MAX_BUCKETS = 32
+#: Shifts scanned each way by :func:`lag_scan_test` (17 lags across two streams, 8 within one): a counter
+#: shared between streams shows at the shift between their starts; 8 covers one draw per seed, per row
+#: or per sample slot of up to 8 slots, at a Bonferroni cost of log(17) in the level.
+DEFAULT_MAX_LAG = 8
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -59,6 +74,11 @@ class IndependenceResult(StatResult):
     table: np.ndarray
     _show: ClassVar[tuple[str, ...]] = ("dof", "shape", "impossible")
     _detect_name: ClassVar[str] = "min_detectable_tv"
+
+
+def _default_buckets(v: int, n: int, min_expected: float) -> int:
+    """Rank classes per coordinate: ``min(V, 32, floor(sqrt(n / (4 min_expected))))``, at least 2."""
+    return min(v, MAX_BUCKETS, max(2, math.isqrt(int(n / (4 * min_expected)))))
 
 
 def _labels(values: np.ndarray, v: int, buckets: int) -> np.ndarray:
@@ -148,7 +168,7 @@ def independence_test(
     if xs.shape != ys.shape:
         raise ValueError(f"x and y must pair up: got {xs.size} and {ys.size} draws")
     n = int(xs.size)
-    b = buckets if buckets is not None else min(v, MAX_BUCKETS, max(2, math.isqrt(int(n / (4 * min_expected)))))
+    b = buckets if buckets is not None else _default_buckets(v, n, min_expected)
     b = check_int(b, "buckets", minimum=2) if v >= 2 else 1
     inside = (xs >= 0) & (xs < v) & (ys >= 0) & (ys < v)
     impossible = int(n - np.count_nonzero(inside))
@@ -242,3 +262,247 @@ def required_independence_samples(
     tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     dof = (r - 1) * (c - 1)
     return smallest_n(lambda n: chi2_min_detectable_tv(n, dof, alpha, power) <= tv, what=f"tv={tv!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Lag scan
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class LagScanResult(StatResult):
+    """Result of :func:`lag_scan_test`; ``statistic`` is the chi-square statistic at ``worst_lag`` and
+    ``pvalue`` the Bonferroni-corrected smallest per-lag p-value, ``min(1, L min_l p_l)``.
+
+    Extra attributes: ``lags`` (the ``L`` shifts scanned), ``pvalues`` and ``pairs`` (per lag),
+    ``worst_lag`` (the shift with the smallest p-value), ``serial`` (one stream or two), ``impossible``
+    (pairs with a draw outside ``[0, V)``).  ``n`` is the number of pairs at the shift with the most.
+    """
+
+    lags: np.ndarray
+    pvalues: np.ndarray
+    pairs: np.ndarray
+    worst_lag: int
+    serial: bool
+    impossible: int
+    _show: ClassVar[tuple[str, ...]] = ("worst_lag", "num_lags", "impossible")
+    _detect_name: ClassVar[str] = "min_detectable_tv"
+
+    @property
+    def num_lags(self) -> int:
+        """``L``, the number of shifts scanned (the Bonferroni factor)."""
+        return int(self.lags.size)
+
+
+def _scan_lags(max_lag: int, serial: bool) -> np.ndarray:
+    return np.arange(1, max_lag + 1) if serial else np.arange(-max_lag, max_lag + 1)
+
+
+def _serial_index(size: int, lag: int) -> np.ndarray:
+    """Indices ``i`` of the disjoint pairs ``(s[i], s[i + lag])`` of :func:`serial_independence_test`."""
+    i = np.arange(max(0, size - lag))
+    return i[(i // lag) % 2 == 0]
+
+
+def _pairs_at(x: np.ndarray, y: np.ndarray | None, lag: int) -> tuple[np.ndarray, np.ndarray]:
+    if y is None:
+        i = _serial_index(x.size, lag)
+        return x[i], x[i + lag]
+    if lag >= 0:
+        m = min(x.size - lag, y.size)
+        return x[lag : lag + m], y[:m]
+    m = min(x.size, y.size + lag)
+    return x[:m], y[-lag : -lag + m]
+
+
+def _pair_count(n: int, lag: int, serial: bool) -> int:
+    return int(_serial_index(n, lag).size) if serial else n - abs(lag)
+
+
+def lag_scan_test(
+    x,
+    y=None,
+    *,
+    num_categories: int,
+    max_lag: int = DEFAULT_MAX_LAG,
+    alpha: float = 1e-6,
+    power: float = 0.99,
+) -> LagScanResult:
+    """Independence of two streams of draws at every shift ``-K..K`` (or of one stream at lags ``1..K``).
+
+    Two streams (``y`` given): for each shift ``l`` the pairs are ``(x[j + l], y[j])`` over every ``j`` with
+    both indices in range, tested by :func:`independence_test` at level ``alpha / L`` (``L = 2K + 1``).
+    One stream (``y`` None): the disjoint pairs ``(x[i], x[i + l])`` of :func:`serial_independence_test`
+    for ``l = 1..K`` (``L = K``).  Fails if any lag's test rejects at ``alpha / L``: the p-value is
+    ``min(1, L min_l p_l)`` (Bonferroni over the scan), or if any draw is outside ``[0, V)``.
+
+    Guarantee: (a) independent streams of iid draws fail with probability at most ``alpha`` (Bonferroni
+    holds for any dependence between the lags' statistics; each lag's pairs are iid under the null, its
+    chi-square asymptotic as :func:`independence_test`'s); (b) streams whose pairs at some shift ``l`` have a
+    joint law at total variation ``>= result.min_detectable`` from independence (over the rank classes
+    of the test) pass with probability at most ``1 - power``.  An overlap ``y[j] = x[j + l]`` has total
+    variation ``1 - sum_i p_i**2`` over the categories and is caught at a few dozen pairs for a spread law.
+    ``min_detectable`` scales as ``1 / sqrt(n)`` and grows like ``sqrt(log L)`` with the scan.
+
+    Parameters
+    ----------
+    x : array_like of int, shape (n,)
+        The first stream (e.g. seed ``s``'s draws of one row, in order).
+    y : array_like of int, shape (m,), optional
+        The second stream (seed ``s + 1``'s draws of the same row); ``None`` scans ``x`` against itself.
+    num_categories : int
+        V.
+    max_lag : int >= 1 (two streams: >= 0)
+        ``K``.
+    alpha, power : float
+
+    Returns
+    -------
+    LagScanResult
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad arguments; streams too short for the scan (fewer than ``2 K + 2`` draws).
+
+    Notes
+    -----
+    Within one stream overlapping pairs are not independent of each other, hence the disjoint pairs
+    (about ``(n - l) / 2`` at lag ``l``).  Planning twins: :func:`min_detectable_lag_scan_tv`,
+    :func:`required_lag_scan_samples`.
+
+    References
+    ----------
+    .. [1] Dunn, O. J. (1961). Multiple comparisons among means. *Journal of the American Statistical
+       Association* 56(293), 52-64 (the Bonferroni bound behind the scan's correction).
+    .. [2] Good, I. J. (1953), *Proc. Cambridge Philos. Soc.* 49(2), 276-284 (serial pairs).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> s = rng.integers(0, 20, 3001)
+    >>> x, y = s[:-1], s[1:]                         # y[j] = x[j + 1]: seed s + 1 is seed s shifted by one
+    >>> lag_scan_test(x, y, num_categories=20).worst_lag
+    1
+    >>> statistic, pvalue = lag_scan_test(x, rng.integers(0, 20, 3000), num_categories=20)
+    >>> pvalue > 1e-6
+    True
+    """
+    v = check_int(num_categories, "num_categories")
+    alpha = check_alpha(alpha)
+    power = check_power(power, alpha)
+    serial = y is None
+    k = check_int(max_lag, "max_lag", minimum=1 if serial else 0)
+    xs = check_samples(x, "x").astype(np.int64, copy=False)
+    ys = None if serial else check_samples(y, "y").astype(np.int64, copy=False)
+    shortest = xs.size if serial else min(xs.size, ys.size)
+    if shortest < 2 * k + 2:
+        raise ValueError(f"streams too short for max_lag={k}: need at least {2 * k + 2} draws, got {shortest}")
+    lags = _scan_lags(k, serial)
+    a = alpha / lags.size
+    results = [independence_test(*_pairs_at(xs, ys, int(lag)), v, alpha=a, power=power) for lag in lags]
+    pv = np.array([r.pvalue for r in results])
+    worst = int(np.argmin(pv))
+    return LagScanResult(
+        test="lag scan (serial)" if serial else "lag scan (two streams)",
+        statistic=float(results[worst].statistic),
+        pvalue=float(min(1.0, lags.size * pv[worst])),
+        n=int(max(r.n for r in results)),
+        alpha=alpha,
+        power=power,
+        min_detectable=float(max(r.min_detectable for r in results)),
+        deviation="total variation from independence (worst lag)",
+        lags=lags,
+        pvalues=pv,
+        pairs=np.array([r.n for r in results]),
+        worst_lag=int(lags[worst]),
+        serial=serial,
+        impossible=int(max(r.impossible for r in results)),
+    )
+
+
+def _class_masses(probs: np.ndarray, buckets: int) -> np.ndarray:
+    p = np.asarray(probs, dtype=np.float64)
+    labels = equal_mass_buckets(p, buckets)
+    masses = np.bincount(labels[p > 0], weights=p[p > 0], minlength=int(labels.max()) + 1)
+    return masses[masses > 0]
+
+
+def _pooled_classes(masses: np.ndarray, other_min: float, min_expected: float) -> int:
+    return pool_small_bins(masses / masses.sum(), max(1, int(other_min)), min_expected).num_bins
+
+
+def table_shape(probs_x, probs_y, n: int, *, min_expected: float = DEFAULT_MIN_EXPECTED) -> tuple[int, int]:
+    """``(rows, columns)`` of the table :func:`independence_test` forms on ``n`` pairs whose margins are
+    exactly ``probs_x`` and ``probs_y``: the default rank classes of each coordinate, then the pooling of
+    classes whose expected cells fall below ``min_expected`` (the test forms them from the observed
+    margins; this is its table at the expected ones).  ``probs_y=None`` uses ``probs_x`` for both."""
+    px = np.asarray(probs_x, dtype=np.float64)
+    py = px if probs_y is None else np.asarray(probs_y, dtype=np.float64)
+    n = check_int(n, "n")
+    mx = _class_masses(px, _default_buckets(px.size, n, min_expected))
+    my = _class_masses(py, _default_buckets(py.size, n, min_expected))
+    r, c = mx.size, my.size
+    for _ in range(2):  # as independence_test: pooling one side shrinks the other's smallest class
+        r = _pooled_classes(mx, n * my.min(), min_expected) if r > 1 else r
+        c = _pooled_classes(my, n * mx.min(), min_expected) if c > 1 else c
+    return r, c
+
+
+def _scan_detectable(n: int, px: np.ndarray, py: np.ndarray | None, k: int, serial: bool, alpha: float,
+                     power: float) -> float:  # fmt: skip
+    lags = _scan_lags(k, serial)
+    worst = 0.0
+    for lag in lags:
+        pairs = _pair_count(n, int(lag), serial)
+        if pairs < 1:
+            return math.inf
+        r, c = table_shape(px, py, pairs)
+        worst = max(worst, chi2_min_detectable_tv(pairs, (r - 1) * (c - 1), alpha / lags.size, power))
+    return worst if worst <= 1.0 else math.inf
+
+
+def min_detectable_lag_scan_tv(
+    n: int,
+    probs_x,
+    probs_y=None,
+    *,
+    serial: bool = False,
+    max_lag: int = DEFAULT_MAX_LAG,
+    alpha: float = 1e-6,
+    power: float = 0.99,
+) -> float:
+    """Smallest total variation from independence, at the worst shift, that :func:`lag_scan_test` detects
+    on two streams of ``n`` draws from ``probs_x`` and ``probs_y`` (or one stream of ``n`` draws from
+    ``probs_x`` with ``serial=True``), each lag at level ``alpha / L``, at the table
+    :func:`table_shape` gives for that lag's pairs.  ``ValueError`` when ``n`` is too small for any."""
+    n = check_int(n, "n")
+    px = check_probs(probs_x, "probs_x")
+    py = None if probs_y is None else check_probs(probs_y, "probs_y")
+    k = check_int(max_lag, "max_lag", minimum=1 if serial else 0)
+    alpha = check_alpha(alpha)
+    power = check_power(power, alpha)
+    return detectable(_scan_detectable(n, px, py, k, serial, alpha, power), f"n={n}", "the lag scan")
+
+
+def required_lag_scan_samples(
+    tv: float,
+    probs_x,
+    probs_y=None,
+    *,
+    serial: bool = False,
+    max_lag: int = DEFAULT_MAX_LAG,
+    alpha: float = 1e-6,
+    power: float = 0.99,
+) -> int:
+    """Draws per stream for :func:`lag_scan_test` to detect a total variation ``tv`` from independence at
+    any scanned shift with ``power``; satisfies ``min_detectable_lag_scan_tv(n, ...) <= tv``."""
+    px = check_probs(probs_x, "probs_x")
+    py = None if probs_y is None else check_probs(probs_y, "probs_y")
+    k = check_int(max_lag, "max_lag", minimum=1 if serial else 0)
+    alpha = check_alpha(alpha)
+    power = check_power(power, alpha)
+    tv = check_deviation(tv, "tv", alpha=alpha, power=power)
+    return smallest_n(lambda n: _scan_detectable(n, px, py, k, serial, alpha, power) <= tv, start=2 * k + 2,
+                      what=f"tv={tv!r}")  # fmt: skip
