@@ -86,12 +86,15 @@ def _labels(values: np.ndarray, v: int, buckets: int) -> np.ndarray:
     return equal_mass_buckets(margin, buckets)[values]
 
 
-def _pool(labels: np.ndarray, other_min: float, n: int, min_expected: float) -> np.ndarray:
-    """Pool classes whose expected count against the smallest class of the other coordinate is small."""
-    k = int(labels.max()) + 1
-    margin = np.bincount(labels, minlength=k).astype(np.float64)
-    binning = pool_small_bins(margin / n, int(other_min), min_expected)
-    return binning.labels[labels]
+def _pool_rows(table: np.ndarray, other_min: float, n: int, min_expected: float) -> np.ndarray:
+    """Merge the rows of ``table`` whose expected count against the smallest column is small (the pooling
+    rule of :mod:`verification.binning` on the row margin); empty rows are dropped."""
+    margin = table.sum(axis=1).astype(np.float64)
+    labels = pool_small_bins(margin / n, int(other_min), min_expected).labels
+    keep = labels >= 0
+    out = np.zeros((int(labels.max()) + 1, table.shape[1]), dtype=table.dtype)
+    np.add.at(out, labels[keep], table[keep])
+    return out
 
 
 def independence_test(
@@ -179,11 +182,12 @@ def independence_test(
         statistic, pvalue = math.inf, 0.0
     else:
         lx, ly = _labels(xs, v, b), _labels(ys, v, b)
-        for _ in range(2):  # pooling one side shrinks the other side's smallest class; twice settles it
-            lx = _pool(lx, np.bincount(ly).min(), n, min_expected)
-            ly = _pool(ly, np.bincount(lx).min(), n, min_expected)
         r, c = int(lx.max()) + 1, int(ly.max()) + 1
         table = np.bincount(lx * c + ly, minlength=r * c).reshape(r, c)
+        for _ in range(2):  # pooling one side shrinks the other side's smallest class; twice settles it
+            table = _pool_rows(table, table.sum(axis=0).min(), n, min_expected)
+            table = _pool_rows(table.T, table.sum(axis=1).min(), n, min_expected).T
+        r, c = table.shape
         shape = (r, c)
         dof = (r - 1) * (c - 1)
         if dof < 1:
@@ -316,7 +320,11 @@ def _pairs_at(x: np.ndarray, y: np.ndarray | None, lag: int) -> tuple[np.ndarray
 
 
 def _pair_count(n: int, lag: int, serial: bool) -> int:
-    return int(_serial_index(n, lag).size) if serial else n - abs(lag)
+    """Pairs at ``lag`` in streams of ``n`` draws (the size of :func:`_serial_index` for one stream)."""
+    if not serial:
+        return n - abs(lag)
+    blocks, rest = divmod(max(0, n - lag), 2 * lag)
+    return blocks * lag + min(rest, lag)
 
 
 def lag_scan_test(
@@ -453,13 +461,14 @@ def table_shape(probs_x, probs_y, n: int, *, min_expected: float = DEFAULT_MIN_E
 def _scan_detectable(n: int, px: np.ndarray, py: np.ndarray | None, k: int, serial: bool, alpha: float,
                      power: float) -> float:  # fmt: skip
     lags = _scan_lags(k, serial)
-    worst = 0.0
-    for lag in lags:
-        pairs = _pair_count(n, int(lag), serial)
-        if pairs < 1:
-            return math.inf
-        r, c = table_shape(px, py, pairs)
-        worst = max(worst, chi2_min_detectable_tv(pairs, (r - 1) * (c - 1), alpha / lags.size, power))
+    counts = [_pair_count(n, int(lag), serial) for lag in lags]
+    fewest, most = min(counts), max(counts)
+    if fewest < 1:
+        return math.inf
+    # The largest table (at the most pairs) with the fewest pairs bounds every lag's detectable TV: the
+    # bound grows with the degrees of freedom and falls with the pairs.
+    r, c = table_shape(px, py, most)
+    worst = chi2_min_detectable_tv(fewest, (r - 1) * (c - 1), alpha / lags.size, power)
     return worst if worst <= 1.0 else math.inf
 
 
