@@ -308,7 +308,7 @@ def _no_tail(p: np.ndarray, n: int) -> str:
     if mass == 0.0:
         return "no kept token is 8 or more nats below the top: the target has no far tail"
     return (f"the tokens 8 or more nats below the top hold {mass:.3g} of the mass: {n} draws expect "
-            f"{n * mass:.3g} there, too few to see half of it vanish")  # fmt: skip
+            f"{n * mass:.3g} there, too few to see 90 % of it vanish")  # fmt: skip
 
 
 def _no_ties(r: RowPlan, n: int) -> str:

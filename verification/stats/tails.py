@@ -12,7 +12,7 @@ The deviation is the *relative* tail-mass deficit ``r = 1 - q_T / p_T`` (``r = 1
 
 Where the tail is not declared, :func:`far_tail` defines it from the target law alone: the tokens whose
 probability is at least ``g`` nats below the largest (``p_i <= p_max e**-g``, ``p_i > 0``), for the deepest
-``g`` of :data:`TAIL_GAPS` at which the test, at the ``n`` planned, would see the tail lose half its mass.
+``g`` of :data:`TAIL_GAPS` at which the test, at the ``n`` planned, would see the tail lose 90 % of its mass.
 """
 
 from __future__ import annotations
@@ -90,8 +90,9 @@ def tail_mask(logits, *, gap: float, temperature: float = 1.0) -> np.ndarray:
 #: float16 uniforms, 5.5 from bfloat16 ones.  The deepest depth the draws can test sees every cap above it.
 TAIL_GAPS = (16.0, 12.0, 8.0)
 #: :func:`far_tail` keeps a depth when the tail test at the planned ``n`` detects the loss of this
-#: fraction of the tail's mass (a tail too light for that says nothing a reader can use).
-TAIL_MAX_DEFICIT = 0.5
+#: fraction of the tail's mass: capped noise starves a tail below its cap completely, which a tail of
+#: expected count ``log(2 / alpha)`` already shows; a lighter tail says nothing a reader can use.
+TAIL_MAX_DEFICIT = 0.9
 
 
 class FarTail(NamedTuple):
@@ -120,7 +121,7 @@ def far_tail(probs, n: int, *, alpha: float = 1e-6, power: float = 0.99, gaps=TA
     >>> t = far_tail(p, 500_000, alpha=1e-4)
     >>> t.gap, int(t.mask.sum()), round(t.mass, 5)
     (16.0, 100000, 0.00056)
-    >>> far_tail(p, 1_000, alpha=1e-4) is None
+    >>> far_tail(p, 10_000, alpha=1e-4) is None
     True
     """
     p = check_probs(probs)
