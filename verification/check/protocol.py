@@ -32,7 +32,7 @@ import torch
 
 from flashsampling.targets._inputs import float_logits
 
-__all__ = ["SEED_LIMIT", "SamplerCall", "prepare_logits"]
+__all__ = ["SEED_LIMIT", "SamplerCall", "prepare_logits", "read_tokens", "seed_form"]
 
 #: Seeds passed to a sampler lie in ``[0, SEED_LIMIT)``: int32-safe, so ``numpy.random.seed``,
 #: ``torch.manual_seed`` and ``jax.random.key`` all accept them.
@@ -48,7 +48,7 @@ def _describe(fn) -> str:
     return f"{module}.{name}" if module and module != "builtins" else str(name)
 
 
-def _seed_form(fn) -> tuple[bool, bool]:
+def seed_form(fn) -> tuple[bool, bool]:
     """``(takes_seed, by_keyword)`` read from the signature (see the module docstring)."""
     try:
         sig = inspect.signature(fn)
@@ -95,7 +95,7 @@ class SamplerCall:
         """Read ``sampler``'s form; ``TypeError`` if it is not callable or takes fewer than two arguments."""
         if not callable(sampler):
             raise TypeError(f"sampler must be callable, got {type(sampler).__name__}")
-        seeded, by_keyword = _seed_form(sampler)
+        seeded, by_keyword = seed_form(sampler)
         return cls(sampler, seeded, by_keyword, _describe(sampler))
 
     def __call__(self, logits: torch.Tensor, num_samples: int, seed: int | None) -> np.ndarray:
