@@ -65,6 +65,7 @@ from ..targets import Target
 
 __all__ = [
     "CALLS_SEED_OFFSET",
+    "LawCase",
     "MAX_CALL_DRAWS",
     "PILOT_DRAWS",
     "Plan",
@@ -113,6 +114,17 @@ def test_title(name: str) -> str:
     return _TITLES.get(test) or TEST_TITLES.get(test, test)
 
 
+@dataclass(frozen=True, repr=False)
+class LawCase(Case):
+    """A row's case whose law is given (computed once for the whole batch: per-row target parameters)."""
+
+    law: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def probs(self) -> np.ndarray:
+        return self.law
+
+
 @dataclass(frozen=True)
 class RowPlan:
     """One row: its case (float32 logits as float64, temperature, target), its law and what applies.
@@ -144,8 +156,8 @@ def row_plans(z: np.ndarray, temperature: np.ndarray, target: Target | None, pro
     out = []
     for b in range(z.shape[0]):
         t = float(temperature[b])
-        case = Case(f"row {b}", z[b], t, f"row {b} of the logits", target=target)
         p = probs[b]
+        case = LawCase(f"row {b}", z[b], t, f"row {b} of the logits", target=target, law=p)
         out.append(RowPlan(b, case, p, _tie_group(p), int(np.count_nonzero(p))))
     return out
 

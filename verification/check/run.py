@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -19,7 +19,6 @@ import torch
 from flashsampling.targets._inputs import check_temperature, per_row
 
 from .._validate import check_alpha, check_fraction, check_int, check_positive_real, check_power
-from ..cases import Case
 from ..counts import Counts, count_samples
 from ..family import Family
 from ..results import StatResult
@@ -56,17 +55,6 @@ DEFAULT_TV = 0.01
 MAX_SEED = SEED_LIMIT - CALLS_SEED_OFFSET - 8
 #: Fraction of ``budget_s`` kept for the tests and the report after the draws.
 TEST_RESERVE = 0.2
-
-
-@dataclass(frozen=True, repr=False)
-class _RowCase(Case):
-    """A row's case with its law computed once, for the whole batch (per-row target parameters)."""
-
-    law: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def probs(self) -> np.ndarray:
-        return self.law
 
 
 def _target(target):
@@ -208,11 +196,7 @@ def check_sampler(
     L, z = prepare_logits(logits)
     temps = _temperatures(temperature, z.shape[0])
     probs = goal.probs(z, temps)
-    rows = [
-        RowPlan(r.index, _RowCase(r.case.name, r.case.logits, r.case.temperature, r.case.description,
-                                  target=r.case.target, law=r.probs), r.probs, r.tie, r.support)  # fmt: skip
-        for r in planning.row_plans(z, temps, goal, probs)
-    ]
+    rows = planning.row_plans(z, temps, goal, probs)
     properties, cost = _pilot(call, L, seed, budget_s is not None)
     if budget_s is not None:
         left = (budget_s - (time.perf_counter() - t0)) * (1 - TEST_RESERVE)
