@@ -97,6 +97,10 @@ _ENTRIES = (
     # sampler ignores the temperature on hot-V1000-T2.
     _B("verification.main.exact", seed=3301, n=2_000_000, alpha=3 * 1e-3),
     _B("verification.main.planted", seed=3301, n=400_000, alpha=1e-3, kind="planted"),
+    # tests/verification/test_check*.py: check_sampler on exact samplers (family-wise alpha 1e-3 each; the count
+    # is in the alpha) and on planted defects, each of which must fail.
+    _B("verification.check.exact", seed=3401, n=10_040, alpha=20 * 1e-3),
+    _B("verification.check.planted", seed=3402, n=10_040, alpha=1e-3, kind="planted"),
     # tests/verification/test_calibration.py: each calibration check is a test at level 1e-3;
     # 11 tests x (KS + 2 rates) and 39 power checks (planted biases at alpha = 1e-3).
     _B("verification.calibration.null", seed=20240601, n=500, alpha=33 * 1e-3),

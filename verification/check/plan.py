@@ -10,7 +10,8 @@ call            logits                 seed                          used by
 pilot           ``L``, 16 draws        ``s + 65537``                 protocol check, cost, reproducibility
 repeat          ``L``, 16 draws        ``s + 65537``                 property: same seed, same tokens
 moved           ``[L[B-1], L]``        ``s + 65537``                 property: a row's tokens do not depend on
-                                                                     its batch position or the batch size
+                                                                     its batch position or the batch size (not
+                                                                     made with per-row parameters)
 cost            ``L``, 128 draws       ``s + 65539``                 ``budget_s`` only: cost per draw
 draws ``k``     ``L``, ``c``           ``s + k``, ``k = 0..K-1``     every distribution test (``n = K c``);
                                                                      ``k = 0, 1`` are the seed-s and seed-s+1

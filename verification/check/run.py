@@ -197,7 +197,8 @@ def check_sampler(
     temps = _temperatures(temperature, z.shape[0])
     probs = goal.probs(z, temps)
     rows = planning.row_plans(z, temps, goal, probs)
-    properties, cost = _pilot(call, L, seed, budget_s is not None)
+    per_row = len(set(temps.tolist())) > 1 or _per_row_parameters(goal)
+    properties, cost = _pilot(call, L, seed, budget_s is not None, moved=not per_row)
     if budget_s is not None:
         left = (budget_s - (time.perf_counter() - t0)) * (1 - TEST_RESERVE)
         columns, calls = planning.columns_for_budget(left, cost, z.shape[0], call.seeded), 2
@@ -243,27 +244,50 @@ def check_sampler(
     )
 
 
+def _per_row_parameters(target: Target) -> bool:
+    """The target has a parameter given per row (then a sampler binds it by batch position)."""
+    return any(isinstance(v, tuple) for k, v in target.params if k != "order") or any(
+        _per_row_parameters(s) for s in target.steps
+    )
+
+
 def _seed(call: SamplerCall, seed: int) -> int | None:
     return seed if call.seeded else None
 
 
-def _pilot(call: SamplerCall, L: torch.Tensor, seed: int, budgeted: bool) -> tuple[list[Property], tuple[float, float]]:
-    """The pilot calls: the protocol, the reproducibility properties and (``budgeted``) the cost model."""
+def _moved(call: SamplerCall, L: torch.Tensor, first: np.ndarray, s: int) -> Property:
+    """The batch-position property: the same seed on ``[L[B-1], L]``; row ``b + 1`` against row ``b``."""
+    name = "tokens independent of batch position and size"
+    b = int(L.shape[0])
+    try:
+        moved = call(torch.cat([L[-1:], L]), PILOT_DRAWS, s)
+    except Exception as e:  # a property, not a test: a sampler may refuse another batch size
+        return Property(name, None, f"the sampler raised {type(e).__name__} on a batch of {b + 1} rows: {e}")
+    return Property(name, bool(np.array_equal(moved[1:], first)),
+                    f"row b of a call on the logits vs row b + 1 of a call on [row {b - 1}, logits] ({b + 1} rows), "
+                    "same seed")  # fmt: skip
+
+
+def _pilot(call: SamplerCall, L: torch.Tensor, seed: int, budgeted: bool, *,
+           moved: bool = True) -> tuple[list[Property], tuple[float, float]]:  # fmt: skip
+    """The pilot calls: the protocol, the reproducibility properties and (``budgeted``) the cost model.
+    ``moved=False`` (per-row temperatures or target parameters, which a sampler binds by batch position)
+    skips the call on a moved batch."""
     s = _seed(call, seed + PILOT_SEED_OFFSET)
     b = int(L.shape[0])
     first = call(L, PILOT_DRAWS, s)  # checks the protocol; may compile (JIT), so it is not timed
     t = time.perf_counter()
     again = call(L, PILOT_DRAWS, s)
     t_small = time.perf_counter() - t
-    moved = call(torch.cat([L[-1:], L]), PILOT_DRAWS, s)
     if call.seeded:
-        props = [
-            Property("same seed, same tokens", bool(np.array_equal(first, again)),
-                     f"two calls with seed {s} on the logits, {PILOT_DRAWS} draws a row"),  # fmt: skip
-            Property("tokens independent of batch position and size", bool(np.array_equal(moved[1:], first)),
-                     f"row b of a call on the logits vs row b + 1 of a call on [row {b - 1}, logits] ({b + 1} rows), "
-                     f"same seed"),  # fmt: skip
-        ]
+        same = Property("same seed, same tokens", bool(np.array_equal(first, again)),
+                        f"two calls with seed {s} on the logits, {PILOT_DRAWS} draws a row")  # fmt: skip
+        if moved:
+            props = [same, _moved(call, L, first, s)]
+        else:
+            props = [same, Property("tokens independent of batch position and size", None,
+                                    "not checked: per-row temperatures or target parameters are bound to the batch "
+                                    "positions")]  # fmt: skip
     else:
         props = [
             Property("same seed, same tokens", None, "the sampler takes no seed"),
