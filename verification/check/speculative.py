@@ -40,7 +40,7 @@ import time
 import numpy as np
 import torch
 
-from flashsampling.targets import speculative_chain_law
+from flashsampling.targets import draw_draft_tokens, speculative_chain_law
 from flashsampling.targets._inputs import to_numpy
 
 from ..counts import Counts
@@ -99,11 +99,11 @@ class _Session:
 
     def __call__(self, n: int, seed: int, rows: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(tokens [B', n, K + 1], drafts [B', n, K])`` of one call with seed ``seed`` on ``rows``."""
-        x = self.goal.draw_draft_tokens(n, seed=np.random.default_rng([seed, DRAFT_KEY])).transpose(1, 0, 2)
-        q, p = self.q32, self.p32
-        if rows is not None:
-            x, q, p = x[rows], q[rows], p[rows]
-        x = np.ascontiguousarray(x)
+        q, p, table = self.q32, self.p32, self.goal.draft_probs
+        if rows is not None:  # a repeated row gets drafts of its own: equal drafts would make the rows dependent
+            q, p, table = q[rows], p[rows], table[rows]
+        rng = np.random.default_rng([seed, DRAFT_KEY])
+        x = np.ascontiguousarray(draw_draft_tokens(table, n, seed=rng).transpose(1, 0, 2))
         self.calls += 1
         out = _spec_call(self.call, torch.from_numpy(x), q, p, seed if self.call.seeded else None)
         return out, x
