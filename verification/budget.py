@@ -97,6 +97,10 @@ _ENTRIES = (
     # sampler ignores the temperature on hot-V1000-T2.
     _B("verification.main.exact", seed=3301, n=2_000_000, alpha=3 * 1e-3),
     _B("verification.main.planted", seed=3301, n=400_000, alpha=1e-3, kind="planted"),
+    # tests/verification/test_lag_scan.py: the lag scan, range test, far tail and assert_samples_match's tail
+    # test on exact draws (null) and on planted defects (overlaps, impossible mass, a starved tail).
+    _B("verification.lag_scan.exact", seed=3501, n=4_000, alpha=7 * 1e-6),
+    _B("verification.lag_scan.planted", seed=3502, n=2_016, alpha=1e-6, kind="planted"),
     # tests/verification/test_check*.py: check_sampler on exact samplers (family-wise alpha 1e-3 each; the count
     # is in the alpha) and on planted defects, each of which must fail.
     _B("verification.check.exact", seed=3401, n=10_040, alpha=20 * 1e-3),
