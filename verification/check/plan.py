@@ -30,12 +30,13 @@ Per row ``b`` (names ``row b: <test>``): the suite of :func:`verification.suite.
 ``n`` draws can test, the two-sided ``tail`` of :func:`verification.stats.tails.far_tail`), then ``ties``
 (the lower-half test on the tied group of largest mass, conditional on the draws that land in it, where
 tied logits hold enough mass) and ``range`` (:func:`verification.stats.support.support_test`).  A row whose
-law is a single token has the range test only.  Independence, on the first row whose law has two or more
-tokens (the *stream row*): ``samples`` (draws ``j`` and ``j + l`` of one call, ``l = 1..8``), ``rows b-b+1``
-(rows ``b`` and ``b + 1`` of draws 0, shifts ``-8..8``; with ``B = 1`` the rows call), ``seeds`` (draws 0
-against draws 1: seeds ``s`` and ``s + 1``, shifts ``-8..8``) and ``calls`` (draws 0 against the calls
-call, seed ``s + 65536``; seedless: draws 0 against draws 1), each a lag scan corrected by Bonferroni over
-its shifts (:func:`verification.stats.independence.lag_scan_test`).
+law is a single token has the range test only.  Independence, on the row of the most spread law (the
+*stream row*, largest ``1 - sum p_i**2``, the chance that two independent draws differ): ``samples`` (draws
+``j`` and ``j + l`` of one call, ``l = 1..8``), ``rows b-b+1`` (rows ``b`` and ``b + 1`` of draws 0, shifts
+``-8..8``; with ``B = 1`` the rows call), ``seeds`` (draws 0 against draws 1: seeds ``s`` and ``s + 1``,
+shifts ``-8..8``) and ``calls`` (draws 0 against the calls call, seed ``s + 65536``; seedless: draws 0
+against draws 1), each a lag scan corrected by Bonferroni over its shifts
+(:func:`verification.stats.independence.lag_scan_test`).
 
 Sizes
 -----
@@ -46,6 +47,12 @@ bins its pooling forms at ``n``), and the streams' length the largest
 :func:`verification.stats.independence.required_lag_scan_samples` of the independence tests.  A call
 draws ``c = max(stream length, ceil(n / 2))`` columns, at most ``MAX_CALL_DRAWS``, in ``K >= 2`` calls.
 With ``budget_s``, ``K = 2`` and ``c`` is the most that fits: :func:`columns_for_budget`.
+
+A law whose mass is nearly all on few tokens (a peaked row, a head far above a light tail) leaves the
+chi-square one or two bins until ``n`` is large enough for its light part to fill a bin of its own; where
+that is beyond ``MAX_PLANNED_DRAWS`` for ``tv`` (or beyond any ``n``), the row's draws are planned for the DKWM
+test at Kolmogorov distance ``tv`` instead, and the plan says so: the chi-square's stated deviation at the
+``n`` used is then larger than ``tv`` (or none), as the report shows.
 """
 
 from __future__ import annotations
@@ -57,7 +64,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cases import Case
-from ..planning import gof_detectable_tv, required_gof_samples
+from ..planning import gof_detectable_tv, smallest_n
+from ..stats.cdf import required_cdf_samples
 from ..stats.independence import DEFAULT_MAX_LAG, required_lag_scan_samples, table_shape
 from ..stats.tails import far_tail
 from ..stats.ties import min_detectable_tie_shift
@@ -81,6 +89,8 @@ __all__ = [
 #: Columns (draws per row) of one call at most: 2**20 int64 tokens a row; a sampler that materializes
 #: ``[B, num_samples, V]`` must draw in chunks of its own.
 MAX_CALL_DRAWS = 1 << 20
+#: Draws per row the chi-square planning may ask for before the DKWM test sets the row's draws instead.
+MAX_PLANNED_DRAWS = 1 << 24
 #: Draws of the pilot, repeat and moved calls (16 draws a row decide the reproducibility properties: two
 #: independent draws of the same 16 tokens have probability at most ``max_i p_i**16``).
 PILOT_DRAWS = 16
@@ -184,6 +194,8 @@ class Plan:
         Member names, in family order.
     skipped : dict[str, str]
         Tests not run, and why.
+    notes : tuple of str
+        How the sizes were set where the plan departs from the rule (rows planned by DKWM).
     """
 
     rows: tuple[RowPlan, ...]
@@ -194,6 +206,7 @@ class Plan:
     seeded: bool
     tests: tuple[str, ...]
     skipped: dict[str, str]
+    notes: tuple[str, ...] = ()
 
     @property
     def n(self) -> int:
@@ -213,7 +226,11 @@ def max_tests(num_rows: int, seeded: bool) -> int:
 
 
 def _stream_row(rows: list[RowPlan]) -> int | None:
-    return next((r.index for r in rows if r.support >= 2), None)
+    """The row the independence tests read: the most spread law (largest ``1 - sum p_i**2``, the chance
+    that two independent draws differ), first on ties; ``None`` when every law is one token."""
+    spread = [1.0 - float(np.sum(r.probs**2)) if r.support >= 2 else -1.0 for r in rows]
+    best = int(np.argmax(spread))
+    return best if spread[best] > 0 else None
 
 
 def _row_pairs(rows: list[RowPlan]) -> tuple[tuple[int, int], ...]:
@@ -223,26 +240,47 @@ def _row_pairs(rows: list[RowPlan]) -> tuple[tuple[int, int], ...]:
     return tuple(pairs[:MAX_ROW_PAIRS])
 
 
+def _gof_draws(r: RowPlan, tv: float, a: float, power: float) -> tuple[int, str | None]:
+    """Draws for the chi-square at ``tv`` on row ``r``, or the DKWM test's with a note (module docstring)."""
+    try:
+        n = smallest_n(lambda m: gof_detectable_tv(m, r.probs, a, power) <= tv, what=f"tv={tv!r}",
+                       limit=MAX_PLANNED_DRAWS)  # fmt: skip
+        return n, None
+    except ValueError:
+        n = required_cdf_samples(tv, alpha=a, power=power)
+        return n, (f"row {r.index}: the pooled chi-square reaches tv = {tv:g} only beyond {MAX_PLANNED_DRAWS:,} "
+                   f"draws (its light part shares a bin with the head), so the row's draws are planned for the DKWM "
+                   f"test at Kolmogorov distance {tv:g}")  # fmt: skip
+
+
 def columns_for_tv(rows: list[RowPlan], tv: float, alpha: float, power: float,
-                   seeded: bool) -> tuple[int, int, int]:  # fmt: skip
-    """``(columns, calls, stream)`` for a declared total variation ``tv`` (see the module docstring): the
-    draws calls' columns and number, and the length of the calls and rows calls' streams."""
+                   seeded: bool) -> tuple[int, int, int, tuple[str, ...]]:  # fmt: skip
+    """``(columns, calls, stream, notes)`` for a declared total variation ``tv`` (see the module docstring):
+    the draws calls' columns and number, the length of the calls and rows calls' streams, and the notes of
+    rows planned by the DKWM test."""
     a = alpha / max_tests(len(rows), seeded)
     n = 1
+    notes = []
     for r in rows:
         if r.support >= 2:
-            n = max(n, required_gof_samples(tv, r.probs, alpha=a, power=power))
+            m, note = _gof_draws(r, tv, a, power)
+            n = max(n, m)
+            if note:
+                notes.append(note)
     stream = 2 * DEFAULT_MAX_LAG + 2
     s = _stream_row(rows)
     if s is not None:
         p = rows[s].probs
-        stream = max(stream, required_lag_scan_samples(tv, p, p, alpha=a, power=power),
-                     required_lag_scan_samples(tv, p, serial=True, alpha=a, power=power))  # fmt: skip
-        for b0, b1 in _row_pairs(rows):
-            stream = max(stream, required_lag_scan_samples(tv, rows[b0].probs, rows[b1].probs, alpha=a, power=power))
+        needs = [(p, p, False), (p, None, True)]
+        needs += [(rows[b0].probs, rows[b1].probs, False) for b0, b1 in _row_pairs(rows)]
+        for px, py, serial in needs:
+            try:
+                stream = max(stream, required_lag_scan_samples(tv, px, py, serial=serial, alpha=a, power=power))
+            except ValueError:  # no table of two classes forms at any n (a law of one heavy token)
+                continue
     stream = min(MAX_CALL_DRAWS, stream)
     columns = min(MAX_CALL_DRAWS, max(stream, math.ceil(n / 2)))
-    return columns, max(2, math.ceil(n / columns)), stream
+    return columns, max(2, math.ceil(n / columns)), stream, tuple(notes)
 
 
 def columns_for_budget(seconds: float, cost: tuple[float, float], num_rows: int, seeded: bool) -> int:
@@ -256,7 +294,8 @@ def columns_for_budget(seconds: float, cost: tuple[float, float], num_rows: int,
     return int(min(MAX_CALL_DRAWS, max(2 * DEFAULT_MAX_LAG + 2, c)))
 
 
-def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, power: float, seeded: bool) -> Plan:
+def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, power: float, seeded: bool,
+               notes: tuple[str, ...] = ()) -> Plan:  # fmt: skip
     """Decide, for ``calls`` calls of ``columns`` draws, which optional tests run, and name every member."""
     a = alpha / max_tests(len(rows), seeded)
     n = calls * columns
@@ -304,7 +343,7 @@ def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, powe
             tests.append("calls")
         if not pairs and "rows" not in skipped:
             skipped["rows"] = "no two adjacent rows have a law of two or more tokens"
-    return Plan(tuple(planned), columns, calls, stream, pairs, seeded, tuple(tests), skipped)
+    return Plan(tuple(planned), columns, calls, stream, pairs, seeded, tuple(tests), skipped, notes)
 
 
 def _tie_testable(r: RowPlan, n: int, a: float, power: float) -> bool:
@@ -329,12 +368,3 @@ def _no_ties(r: RowPlan, n: int) -> str:
         return "no two kept tokens have equal logits"
     mass = float(r.probs[r.tie].sum())
     return f"the largest tied group holds {mass:.3g} of the mass: {n} draws expect {n * mass:.3g} in it, too few"
-
-
-def detectable_at(rows: list[RowPlan], n: int, alpha: float, power: float) -> float:
-    """The largest chi-square detectable total variation over the rows at ``n`` (for messages)."""
-    worst = 0.0
-    for r in rows:
-        if r.support >= 2:
-            worst = max(worst, gof_detectable_tv(n, r.probs, alpha, power))
-    return worst

@@ -206,9 +206,10 @@ def check_sampler(
                f"{cost[1]:.3g} s per draw of a row)")  # fmt: skip
         stream = columns
     else:
-        columns, calls, stream = planning.columns_for_tv(rows, tv, alpha, power, call.seeded)
+        columns, calls, stream, notes = planning.columns_for_tv(rows, tv, alpha, power, call.seeded)
         how = (f"sizes planned for total variation tv = {tv:g} (each test's own law-aware planner at level "
                f"alpha/{planning.max_tests(len(rows), call.seeded)})")  # fmt: skip
+        how += "".join(f"; {note}" for note in notes)
     plan = planning.build_plan(rows, columns, calls, alpha, power, call.seeded)
     family = Family(alpha=alpha, size=len(plan.tests), name=call.name)
     draws = _draw(call, L, plan, seed, stream)
