@@ -36,8 +36,25 @@ def fmt(x: Any) -> str:
     return repr(x)
 
 
+class UnpacksLikeScipy:
+    """SciPy's convention for a test's result: ``statistic, pvalue = result`` (a 2-sequence: ``result[0]``,
+    ``result[1]``; every other field is an attribute only).  The class has ``statistic`` and ``pvalue``."""
+
+    statistic: float
+    pvalue: float
+
+    def __iter__(self):
+        return iter((self.statistic, self.pvalue))
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> float:
+        return (self.statistic, self.pvalue)[index]
+
+
 @dataclass(frozen=True, eq=False, repr=False)
-class StatResult:
+class StatResult(UnpacksLikeScipy):
     """Outcome of one statistical test.
 
     Attributes
@@ -122,16 +139,6 @@ class StatResult:
     def replace(self, **changes: Any) -> StatResult:
         """A copy with some fields changed (e.g. ``alpha`` when a family applies a correction)."""
         return dataclasses.replace(self, **changes)
-
-    # SciPy's convention: ``statistic, pvalue = result`` (a 2-sequence; more fields are attributes).
-    def __iter__(self):
-        return iter((self.statistic, self.pvalue))
-
-    def __len__(self) -> int:
-        return 2
-
-    def __getitem__(self, index: int) -> float:
-        return (self.statistic, self.pvalue)[index]
 
 
 class Deviation(NamedTuple):

@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import report as folder
 from .. import targets as target_module
+from ..__main__ import _checked
 from ..cases import battery
 from .plan import LawCase
 from .run import MAX_SEED, check_sampler
@@ -93,51 +94,11 @@ def load_sampler(spec: str):
     return obj
 
 
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return v
-
-
-def _unit(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}") from None
-    if not 0.0 < v < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
-    return v
-
-
-def _tv(text: str) -> float:
-    v = _positive(text)
-    if v > 1:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}")
-    return v
-
-
-def _seed(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer in [0, {MAX_SEED}], got {text!r}") from None
-    if not 0 <= v <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must be an integer in [0, {MAX_SEED}], got {text!r}")
-    return v
-
-
-def _temperature(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}") from None
-    if not (math.isfinite(v) and v >= 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return v
+_positive = _checked(float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
+_unit = _checked(float, lambda v: 0.0 < v < 1.0, "a number in (0, 1)")
+_tv = _checked(float, lambda v: 0.0 < v <= 1.0, "a number in (0, 1]")
+_seed = _checked(int, lambda v: 0 <= v <= MAX_SEED, f"an integer in [0, {MAX_SEED}]")
+_temperature = _checked(float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..markdown import detects, table
-from ..results import StatResult, fmt
+from ..results import StatResult, UnpacksLikeScipy, fmt
 
 __all__ = ["CheckedTest", "Property", "SamplerReport"]
 
@@ -26,7 +26,7 @@ def _finite(x: float) -> float | None:
 
 
 @dataclass(frozen=True)
-class CheckedTest:
+class CheckedTest(UnpacksLikeScipy):
     """One test of the family; unpacks as ``statistic, pvalue = test`` like SciPy's results.
 
     Attributes
@@ -61,15 +61,6 @@ class CheckedTest:
     deviation: str
     passed: bool
     result: StatResult = field(repr=False, compare=False)
-
-    def __iter__(self):
-        return iter((self.statistic, self.pvalue))
-
-    def __len__(self) -> int:
-        return 2
-
-    def __getitem__(self, index: int) -> float:
-        return (self.statistic, self.pvalue)[index]
 
     @property
     def detects(self) -> str:

@@ -472,6 +472,15 @@ def _scan_detectable(n: int, px: np.ndarray, py: np.ndarray | None, k: int, seri
     return worst if worst <= 1.0 else math.inf
 
 
+def _scan_arguments(probs_x, probs_y, serial: bool, max_lag, alpha, power):
+    """The lag-scan planners' checked arguments ``(px, py, K, alpha, power)``."""
+    px = check_probs(probs_x, "probs_x")
+    py = None if probs_y is None else check_probs(probs_y, "probs_y")
+    k = check_int(max_lag, "max_lag", minimum=1 if serial else 0)
+    alpha = check_alpha(alpha)
+    return px, py, k, alpha, check_power(power, alpha)
+
+
 def min_detectable_lag_scan_tv(
     n: int,
     probs_x,
@@ -487,11 +496,7 @@ def min_detectable_lag_scan_tv(
     ``probs_x`` with ``serial=True``), each lag at level ``alpha / L``, at the table
     :func:`table_shape` gives for that lag's pairs.  ``ValueError`` when ``n`` is too small for any."""
     n = check_int(n, "n")
-    px = check_probs(probs_x, "probs_x")
-    py = None if probs_y is None else check_probs(probs_y, "probs_y")
-    k = check_int(max_lag, "max_lag", minimum=1 if serial else 0)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    px, py, k, alpha, power = _scan_arguments(probs_x, probs_y, serial, max_lag, alpha, power)
     return detectable(_scan_detectable(n, px, py, k, serial, alpha, power), f"n={n}", "the lag scan")
 
 
@@ -507,11 +512,7 @@ def required_lag_scan_samples(
 ) -> int:
     """Draws per stream for :func:`lag_scan_test` to detect a total variation ``tv`` from independence at
     any scanned shift with ``power``; satisfies ``min_detectable_lag_scan_tv(n, ...) <= tv``."""
-    px = check_probs(probs_x, "probs_x")
-    py = None if probs_y is None else check_probs(probs_y, "probs_y")
-    k = check_int(max_lag, "max_lag", minimum=1 if serial else 0)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    px, py, k, alpha, power = _scan_arguments(probs_x, probs_y, serial, max_lag, alpha, power)
     tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     return smallest_n(lambda n: _scan_detectable(n, px, py, k, serial, alpha, power) <= tv, start=2 * k + 2,
                       what=f"tv={tv!r}")  # fmt: skip
