@@ -13,6 +13,8 @@ module                 job
 :mod:`.speculative`    the protocol and battery of a speculative (accept/reject) sampler
 :mod:`.report`         :class:`SamplerReport`, :class:`CheckedTest`, :class:`Property`
 :mod:`.cli`            ``flashsampling-verify check pkg.module:function ...``
+:mod:`.examples`       exact and defective samplers of the protocol (the acceptance's)
+:mod:`.acceptance`     the acceptance, measured: ``python -m verification.check.acceptance``
 =====================  ==========================================================================
 """
 
