@@ -21,10 +21,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import numbers
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+import triton
 
 from .._device import UPCAST_DOT
 from .hardware import device_index, is_sm90, sm_count, tma_compatible
@@ -205,11 +207,26 @@ def warp_specialized_tiles(B: int, V: int | None = None, sms: int | None = None)
     return wide
 
 
+#: The triton release the Gluon kernel is written for and measured with (``gl.warp_specialize`` changed its API in
+#: 3.9, where the kernel no longer compiles): on others the Triton kernels run, with the same tokens.
+GLUON_TRITON = (3, 6)
+
+
+def triton_release() -> tuple[int, int]:
+    """``(major, minor)`` of the installed triton."""
+    major, minor = (int(re.match(r"\d+", part).group()) for part in triton.__version__.split(".")[:2])
+    return major, minor
+
+
+#: Whether the installed triton is :data:`GLUON_TRITON` (asked on every call: computed once).
+GLUON_RUNS = triton_release() == GLUON_TRITON
+
+
 def warp_specialized_supported(hidden: torch.Tensor, weight: torch.Tensor, col_offset: int = 0) -> bool:
-    """Whether the Gluon kernel of :mod:`.pingpong` can run on these inputs: compiled on an sm_90 GPU,
-    16-bit inputs of one dtype that TMA can read, a shard starting on an even column (a token pair never
-    straddles two tiles)."""
-    if UPCAST_DOT or not hidden.is_cuda:
+    """Whether the Gluon kernel of :mod:`.pingpong` can run on these inputs: compiled on an sm_90 GPU with triton
+    :data:`GLUON_TRITON`, 16-bit inputs of one dtype that TMA can read, a shard starting on an even column (a token
+    pair never straddles two tiles)."""
+    if UPCAST_DOT or not hidden.is_cuda or not GLUON_RUNS:
         return False
     return (
         is_sm90(device_index(hidden.device))

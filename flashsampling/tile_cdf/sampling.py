@@ -46,7 +46,8 @@ def sample_fused_tile_cdf(hidden, weight, *, temperature=1.0, seed: int | None =
                                  host_checks=host_checks)  # fmt: skip
     if not warp_specialized_supported(hidden, weight):
         raise ValueError("hidden/weight: the fused tile inverse-CDF sampler needs an sm_90 GPU (compiled, not "
-                         "interpreted) and bf16 or fp16 inputs of one dtype that TMA can read")  # fmt: skip
+                         "interpreted, with triton 3.6: the Gluon kernel's) and bf16 or fp16 inputs of one dtype that "
+                         "TMA can read")  # fmt: skip
     tiles = TILE_CDF_TILES
     K = cdiv(V, tiles.block_v)
     parts = allocate_partials(hidden.shape[0], 1, K, hidden.device)
