@@ -22,6 +22,7 @@ FLASHSAMPLING_INTERPRET
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import torch
@@ -83,8 +84,29 @@ def check_triton_mode() -> None:
         )
 
 
+def _release(package: str) -> tuple[int, int]:
+    """``(major, minor)`` of an installed package, from its metadata (without importing it)."""
+    from importlib.metadata import version
+
+    major, minor = (int(re.match(r"\d+", part).group()) for part in version(package).split(".")[:2])
+    return major, minor
+
+
+def check_interpreter_versions() -> None:
+    """Raise ``ImportError`` for a triton whose interpreter cannot run with the installed NumPy: triton < 3.9 converts
+    one-element arrays with ``int()``, which NumPy 2.4 refuses (every interpreted kernel would fail).  The tested pairs
+    are triton 3.6 with NumPy < 2.4 and triton 3.9 with NumPy 2.4 (``scripts/test.sh`` runs both)."""
+    triton_release, numpy_release = _release("triton"), _release("numpy")
+    if triton_release < (3, 9) and numpy_release >= (2, 4):
+        raise ImportError(
+            f"triton {'.'.join(map(str, triton_release))}'s interpreter does not run with numpy "
+            f"{'.'.join(map(str, numpy_release))}: install numpy<2.4 or triton>=3.9 (or run on a GPU)"
+        )
+
+
 INTERPRET: bool = _decide_interpret()
 if INTERPRET:
+    check_interpreter_versions()
     os.environ["TRITON_INTERPRET"] = "1"
     if "triton" in sys.modules:  # imported before us: its helpers were built for compilation
         _interpret_triton_helpers()

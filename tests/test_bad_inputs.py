@@ -563,3 +563,22 @@ def test_triton_imported_before_flashsampling_still_interprets():
                           timeout=240)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("[[")
+
+
+RELEASES = {"triton 3.6 + numpy 2.4": ({"triton": (3, 6), "numpy": (2, 4)}, True),
+            "triton 3.6 + numpy 2.3": ({"triton": (3, 6), "numpy": (2, 3)}, False),
+            "triton 3.9 + numpy 2.4": ({"triton": (3, 9), "numpy": (2, 4)}, False)}  # fmt: skip
+
+
+@pytest.mark.parametrize("releases, refused", list(RELEASES.values()), ids=list(RELEASES))
+def test_an_interpreter_that_cannot_run_is_refused_at_import(releases, refused, monkeypatch):
+    """triton 3.6's interpreter fails on every kernel with numpy 2.4 (``int()`` of a one-element array): one clear
+    ImportError at ``import flashsampling`` instead."""
+    import flashsampling._device as device
+
+    monkeypatch.setattr(device, "_release", releases.__getitem__)
+    if refused:
+        with pytest.raises(ImportError, match="install numpy<2.4 or triton>=3.9"):
+            device.check_interpreter_versions()
+    else:
+        device.check_interpreter_versions()
