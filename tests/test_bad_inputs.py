@@ -53,6 +53,12 @@ SPLIT = (0, 16, V)
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: The table's inputs are CPU tensors run by the interpreter (the argument checks are the same code on a GPU, run
+#: before any launch; the device's own clamps and flags are tests/test_validation.py's and tests/test_reduce.py's,
+#: which run on the GPU).
+cpu_table = pytest.mark.skipif(not flashsampling.INTERPRET, reason="the table's inputs are CPU tensors (interpreter)")
+
+
 def inputs() -> SimpleNamespace:
     """``h [B, D]``, ``w [V, D]``, ``z = h @ w.T`` (float32) and the ranks' shards of ``w`` and ``z``."""
     g = torch.Generator().manual_seed(0)
@@ -379,6 +385,7 @@ def _in_range(tokens) -> None:
 ONE = [c for c in CASES if c.ranks == 1]
 
 
+@cpu_table
 @pytest.mark.parametrize("case", ONE, ids=[c.call for c in ONE])
 def test_one_rank(case, request):
     x = inputs()
@@ -425,6 +432,7 @@ def tp_outcomes(tmp_path_factory) -> list[dict]:
     return [torch.load(tmp / f"rank{r}.pt") for r in range(2)]
 
 
+@cpu_table
 @pytest.mark.parametrize("case", TP_CASES, ids=[c.call for c in TP_CASES])
 def test_two_ranks(case, tp_outcomes):
     outcomes = [tp_outcomes[r][case.call] for r in range(2)]
@@ -486,12 +494,14 @@ def _online_chunks(z) -> torch.Tensor:
     return sampler.result(vocab_size=V).tokens
 
 
+@cpu_table
 @pytest.mark.parametrize("call", list(PROMISE), ids=list(PROMISE))
 def test_tokens_stay_in_range(call):
     x = inputs()
     _in_range(PROMISE[call](x, _bad_logits(x)))
 
 
+@cpu_table
 def test_transposed_logits_give_the_tokens_of_contiguous_ones():
     """Strides are honoured (the tile inverse-CDF prototype read rows of unit column stride: transposed logits gave
     other tokens)."""
@@ -516,6 +526,7 @@ def test_wide_k_offsets_for_the_issue_shape():
         (16383 * 4 >= 2**31)  # fmt: skip
 
 
+@cpu_table
 def test_the_wide_k_path_gives_the_same_tokens(monkeypatch):
     """Stage 1's int64 K-loop offsets (``WIDE_K``) compute what the int32 ones do where both fit."""
     import flashsampling.kernels.stage1 as stage1

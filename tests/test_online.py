@@ -164,7 +164,7 @@ def test_errors(device):
     with pytest.raises(TypeError, match="batch_size"):
         OnlineSampler(2.0)
     with pytest.raises(ValueError, match="temperature"):
-        OnlineSampler(2, temperature=-1.0)
+        OnlineSampler(2, temperature=-1.0, device=device)
     masked = OnlineSampler(2, seed=1, device=device)
     zz = torch.zeros(2, 50, device=device)
     zz[1] = -float("inf")

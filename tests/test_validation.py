@@ -99,8 +99,8 @@ def test_sample_rejects_shapes(make, exc, msg, device):
         flashsampling.sample(a, b)
 
 
-def test_device_mismatch():
-    h, w = _hw("cpu")
+def test_device_mismatch(device):
+    h, w = _hw(device)
     with pytest.raises(ValueError, match="weight.device=meta is not supported"):
         flashsampling.sample(h, w.to("meta"))
     with pytest.raises(ValueError, match="one device"):
