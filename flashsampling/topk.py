@@ -105,12 +105,12 @@ def top_k_rows(top_k, batch: int, V: int, device: torch.device) -> TopK | None:
     return TopK(k, width, (on_device >= V) if bool(untruncated.any()) else None)
 
 
-def topk_tiles_for(hidden: torch.Tensor, tiles: TileConfig | None) -> TileConfig:
+def topk_tiles_for(hidden: torch.Tensor, tiles: TileConfig | None, full: bool = False) -> TileConfig:
     """The top-k matmul kernel's tiles: the caller's block sizes, warps, stages and register cap (its
     ``epilogue_v``, ``persistent`` and ``warp_specialized`` do not apply: one program per tile), else
-    :func:`~flashsampling.kernels.topk.topk_tiles`."""
+    :func:`~flashsampling.kernels.topk.topk_tiles` (``full``: with the plain epilogue)."""
     if tiles is None:
-        return topk_tiles(hidden.shape[0], hidden.element_size())
+        return topk_tiles(hidden.shape[0], hidden.element_size(), full)
     return dataclasses.replace(tiles, epilogue_v=0, persistent=False, warp_specialized=False)
 
 
@@ -119,9 +119,10 @@ def sample_top_k(request: Request, hidden: torch.Tensor, weight: torch.Tensor, t
     """Stage 1 on ``hidden @ weight.T`` (:func:`~flashsampling.kernels.topk.launch_topk_stage1`), stage 2, the
     finish; the tokens, int64 ``[B, S]``."""
     lo, hi = request.seed_words
+    full = top_k.untruncated is not None
     cand, flags, plain = launch_topk_stage1(
-        hidden, weight, request.inv_temp, lo, hi, request.num_samples, top_k.width, topk_tiles_for(hidden, tiles),
-        full=top_k.untruncated is not None, noise=request.noise,
+        hidden, weight, request.inv_temp, lo, hi, request.num_samples, top_k.width, topk_tiles_for(hidden, tiles, full),
+        full=full, noise=request.noise,
     )  # fmt: skip
     return finish_top_k(request, top_k, cand, flags, plain, weight.shape[0])
 

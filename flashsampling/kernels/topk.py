@@ -166,17 +166,24 @@ else:
 
     @device_function
     def top_keys(x, K: tl.constexpr, DESCENDING: tl.constexpr):
-        """The ``K`` largest of each row of ``x [R, N]`` (powers of two, ``K <= N``), sorted (``tl.topk``)."""
-        top = tl.topk(x, K)
-        if not DESCENDING:
-            top = tl.flip(top, 1)
+        """The ``K`` largest of each row of ``x [R, N]`` (powers of two, ``K <= N``), sorted (``tl.topk``; the row
+        maximum for ``K = 1``, where ``tl.topk`` of one row reduces to a scalar and fails to compile)."""
+        if K == 1:
+            top = tl.max(x, axis=1, keep_dims=True)
+        else:
+            top = tl.topk(x, K)
+            if not DESCENDING:
+                top = tl.flip(top, 1)
         return top
 
     @device_function
     def merge_keys(run, top):
         """The ``K`` largest of the descending rows ``run [R, K]`` and the ascending rows ``top [R, K]``, descending:
         their elementwise max is a bitonic sequence holding them, sorted by one bitonic merge."""
-        return tl.bitonic_merge(tl.maximum(run, top), descending=True)
+        top = tl.maximum(run, top)
+        if top.shape[1] > 1:
+            top = tl.bitonic_merge(top, descending=True)
+        return top
 
 
 # --------------------------------------------------------------------------------------------
@@ -335,26 +342,28 @@ def topk_logits_stage1_kernel(
     )  # fmt: skip
 
 
-def topk_tiles(B: int, element_size: int = 2) -> TileConfig:
-    """Stage-1 tiles of the top-k matmul kernel.
+def topk_tiles(B: int, element_size: int = 2, full: bool = False) -> TileConfig:
+    """Stage-1 tiles of the top-k matmul kernel for ``B`` rows (``full``: the plain epilogue runs too).
 
-    Interpreted: as :func:`~flashsampling.kernels.tiles.default_tiles` there (few, large programs).  Compiled:
-    128-column tiles (a 128-key bitonic top-k per row beside the accumulator without spills on sm_90, checked by
-    ``benchmarks/sass_fingerprint.py``) of 16, 32 or 64 rows; the K block halves until the pipeline's
-    ``num_stages * (block_b + block_v) * block_d * element_size`` bytes fit in 200 KB of shared memory (fp32 inputs).
-    Not timed on a GPU yet."""
+    Interpreted: as :func:`~flashsampling.kernels.tiles.default_tiles` there (few, large programs).  Compiled, the
+    largest tiles whose every specialization (``NUM_CANDIDATES`` 1, 64 and the whole tile; ``full`` or not) compiles
+    for sm_90a without spills (``benchmarks/sass_fingerprint.py``; 16 x 128 x 128 at 4 warps spills, as the plain
+    kernel's does, and 64 x 128 with ``full`` spills 20-22 registers at 8 and 16 warps): 16 x 256 for ``B <= 16``,
+    32 x 128 for ``B <= 32`` or ``full``, else 64 x 128; 64-deep K blocks, 8 warps.  The K block halves until the
+    pipeline's ``num_stages * (block_b + block_v) * block_d * element_size`` bytes fit in 200 KB of shared memory
+    (fp32 inputs).  Not timed on a GPU yet."""
     if INTERPRET:
         return TileConfig(block_b=max(16, min(64, next_power_of_2(B))), block_v=256, block_d=64)
     if B <= 16:
-        cfg = TileConfig(16, 128, 128, num_warps=4, num_stages=4)
-    elif B <= 32:
-        cfg = TileConfig(32, 128, 64, num_warps=4, num_stages=4)
+        bb, bv, stages = 16, 256, 4
+    elif B <= 32 or full:
+        bb, bv, stages = 32, 128, 4
     else:
-        cfg = TileConfig(64, 128, 64, num_warps=8, num_stages=3)
-    block_d = cfg.block_d
-    while block_d > 16 and cfg.num_stages * (cfg.block_b + cfg.block_v) * block_d * element_size > 200 * 1024:
+        bb, bv, stages = 64, 128, 3
+    block_d = 64
+    while block_d > 16 and stages * (bb + bv) * block_d * element_size > 200 * 1024:
         block_d //= 2
-    return TileConfig(cfg.block_b, cfg.block_v, block_d, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    return TileConfig(bb, bv, block_d, num_warps=8, num_stages=stages)
 
 
 def num_candidates(K: int, block_v: int) -> int:
@@ -534,6 +543,12 @@ def merge_blocks(B: int, N: int, K: int) -> tuple[int, int]:
     return 1, max(K, MERGE_CHUNK)
 
 
+def merge_warps(K: int) -> int:
+    """Warps of a compiled :func:`topk_merge_kernel` program: 8 from ``K = 512`` (half the instructions of 4 warps at
+    ``K = 1024``, no spills either way), else 4."""
+    return 8 if K >= 512 else 4
+
+
 def merge_slices(B: int, N: int, chunk: int, device) -> int:
     """Programs per row of stage 2's split pass: 1 (no split) interpreted or when ``B`` rows already give
     :data:`MERGE_PROGRAMS_PER_SM` programs per SM; else enough to, at most one chunk each."""
@@ -557,7 +572,7 @@ def launch_topk_merge(cand, flags, k_rows, K: int, inv_temp, seed_lo, seed_hi, n
     tokens = torch.empty((B, num_samples), dtype=torch.int64, device=device)
     row_flags = torch.empty((B, num_samples), dtype=torch.int32, device=device)
     block_t = min(next_power_of_2(T), 1024)
-    common = dict(K=K, BLOCK_T=block_t, N_ROUNDS=PHILOX_ROUNDS, NOISE=noise)
+    common = dict(K=K, BLOCK_T=block_t, N_ROUNDS=PHILOX_ROUNDS, NOISE=noise, num_warps=merge_warps(K))
     rest = (num_samples, seed_lo, seed_hi)
     if P > 1:
         slice_len = cdiv(cdiv(N, P), chunk) * chunk
