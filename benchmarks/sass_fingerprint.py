@@ -153,7 +153,8 @@ def topk_kernels() -> dict:
             if full and B != 32:
                 continue
             t = topk.topk_tiles(B, 2, full)
-            const = {"stride_hd": 1, "stride_wd": 1, **t.matmul_constants(False), **epilogue(nc or t.block_v, full)}
+            const = {"stride_hd": 1, "stride_wd": 1, "WIDE_K": False, **t.matmul_constants(False),
+                     **epilogue(nc or t.block_v, full)}  # fmt: skip
             name = f"triton-topk-stage1-b{B}-" + (f"nc{nc}" if nc else "all") + ("-full" if full else "")
             out[name] = lambda t=t, c=const: compile_triton(topk.topk_stage1_kernel, ints(topk.topk_stage1_kernel), c,
                                                             {"num_warps": t.num_warps, "num_stages": t.num_stages})

@@ -39,6 +39,7 @@ from .kernels.stage1 import launch_fused_stage1, launch_logits_stage1
 from .kernels.stage2 import reduce_tiles
 from .kernels.tiles import TileConfig, logits_tiles, stage1_tiles
 from .noise import split_seed
+from .topk import TopK, top_k_rows
 
 #: How the messages name the logits of an LM head and given logits.
 LM_HEAD_LOGITS = "logits hidden @ weight.T"
@@ -65,6 +66,9 @@ class Request:
     host_checks : bool
     what : str
         How the messages name the logits.
+    top_k : TopK or None
+        The checked ``top_k`` of ``sample``/``sample_from_logits`` (:func:`~flashsampling.topk.top_k_rows`); ``None``:
+        the plain sampler.
     """
 
     num_samples: int
@@ -75,6 +79,7 @@ class Request:
     temperature: object
     host_checks: bool
     what: str = LM_HEAD_LOGITS
+    top_k: TopK | None = None
 
     @property
     def seed_words(self) -> tuple[int, int]:
@@ -129,27 +134,31 @@ class Request:
 
 
 def new_request(temperature, seed, num_samples, batch: int, device: torch.device, *, host_checks: bool,
-                what: str = LM_HEAD_LOGITS) -> Request:  # fmt: skip
+                what: str = LM_HEAD_LOGITS, top_k: TopK | None = None) -> Request:  # fmt: skip
     """Check ``num_samples``, ``seed`` and ``temperature`` for ``batch`` rows on ``device`` (in that order) and
     make the :class:`Request` (the seed drawn when ``None``; ``1/T`` per row on the device)."""
     S = check.check_num_samples(num_samples)
     seed = check.check_seed(seed)
     host_checks = check.check_flag("host_checks", host_checks)
     inv_temp, temp_flags, all_greedy = check.inverse_temperature(temperature, batch, device)
-    return Request(S, seed, inv_temp, temp_flags, all_greedy, temperature, host_checks, what)
+    return Request(S, seed, inv_temp, temp_flags, all_greedy, temperature, host_checks, what, top_k)
 
 
-def lm_head_request(hidden, weight, *, temperature, seed, num_samples, host_checks: bool) -> tuple[Request, int]:
-    """Check ``hidden [B, D]`` and ``weight [V, D]`` (``B`` and ``V`` at least 1 and below ``2**31``), then as
-    :func:`new_request`.  Returns ``(request, V)``."""
+def lm_head_request(hidden, weight, *, temperature, seed, num_samples, host_checks: bool,
+                    top_k=None) -> tuple[Request, int]:  # fmt: skip
+    """Check ``hidden [B, D]`` and ``weight [V, D]`` (``B`` and ``V`` at least 1 and below ``2**31``) and ``top_k``
+    (:func:`~flashsampling.topk.top_k_rows`), then as :func:`new_request`.  Returns ``(request, V)``."""
     B, V, _, device = check.check_lm_head(hidden, weight)
     check.check_nonempty("weight", V, "V")
-    return new_request(temperature, seed, num_samples, B, device, host_checks=host_checks), V
+    rows_k = top_k_rows(top_k, B, V, device)
+    return new_request(temperature, seed, num_samples, B, device, host_checks=host_checks, top_k=rows_k), V
 
 
-def logits_request(logits, *, temperature, seed, num_samples, host_checks: bool) -> tuple[Request, int]:
-    """Check ``logits [B, V]``, then as :func:`new_request`.  Returns ``(request, V)``."""
+def logits_request(logits, *, temperature, seed, num_samples, host_checks: bool,
+                   top_k=None) -> tuple[Request, int]:  # fmt: skip
+    """Check ``logits [B, V]`` and ``top_k``, then as :func:`new_request`.  Returns ``(request, V)``."""
     B, V = check.check_logits(logits)
+    rows_k = top_k_rows(top_k, B, V, logits.device)
     request = new_request(temperature, seed, num_samples, B, logits.device, host_checks=host_checks,
-                          what=GIVEN_LOGITS)  # fmt: skip
+                          what=GIVEN_LOGITS, top_k=rows_k)  # fmt: skip
     return request, V

@@ -28,7 +28,7 @@ import torch
 
 from ._request import lm_head_request, logits_request
 from .kernels.tiles import TileConfig
-from .topk import sample_top_k, sample_top_k_from_logits, top_k_rows
+from .topk import sample_top_k, sample_top_k_from_logits
 
 
 def sample(
@@ -86,10 +86,9 @@ def sample(
         Bad arguments (named in the message); NaN/inf logits when ``host_checks``.
     """
     request, V = lm_head_request(hidden, weight, temperature=temperature, seed=seed, num_samples=num_samples,
-                                 host_checks=host_checks)  # fmt: skip
-    rows_k = top_k_rows(top_k, hidden.shape[0], V, hidden.device)
-    if rows_k is not None:
-        return sample_top_k(request, hidden, weight, rows_k, tiles)
+                                 host_checks=host_checks, top_k=top_k)  # fmt: skip
+    if request.top_k is not None:
+        return sample_top_k(request, hidden, weight, request.top_k, tiles)
     # A greedy row's score is z, noise or not (its noise is multiplied by 0): a number temperature of 0 skips the
     # noise's work, with the same tokens (15-26% faster at B = 256: the no-noise runs of
     # benchmarks/results/coop_probe_h200.json).
@@ -129,9 +128,8 @@ def sample_from_logits(
     torch.Tensor, int64, shape (B, num_samples)
     """
     request, V = logits_request(logits, temperature=temperature, seed=seed, num_samples=num_samples,
-                                host_checks=host_checks)  # fmt: skip
-    rows_k = top_k_rows(top_k, logits.shape[0], V, logits.device)
-    if rows_k is not None:
-        return sample_top_k_from_logits(request, logits, rows_k, block_b, block_v)
+                                host_checks=host_checks, top_k=top_k)  # fmt: skip
+    if request.top_k is not None:
+        return sample_top_k_from_logits(request, logits, request.top_k, block_b, block_v)
     parts, _ = request.logits_stage1(logits, block_b, block_v)
     return request.reduce_and_finish(parts, V)

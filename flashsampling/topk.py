@@ -19,10 +19,12 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
-from ._request import Request
+from ._validate import same_device, short_repr
 from .kernels.launch import next_power_of_2
 from .kernels.tiles import TileConfig, logits_tiles
 from .kernels.topk import (
@@ -33,6 +35,9 @@ from .kernels.topk import (
     reduce_plain,
     topk_tiles,
 )
+
+if TYPE_CHECKING:
+    from ._request import Request
 
 __all__ = ["MAX_TOP_K", "TopK", "sample_top_k", "sample_top_k_from_logits", "top_k_rows"]
 
@@ -61,48 +66,60 @@ class TopK:
 
 
 def top_k_rows(top_k, batch: int, V: int, device: torch.device) -> TopK | None:
-    """Check ``top_k`` for ``batch`` rows of ``V`` tokens: ``None`` for the plain sampler (``top_k`` None, or
-    ``k >= V`` on every row), else the :class:`TopK`.
+    """Check ``top_k`` for ``batch`` rows of ``V`` tokens on ``device``: ``None`` for the plain sampler (``top_k``
+    None, or ``k >= V`` on every row), else the :class:`TopK`.  Metadata first, then the values (a tensor's are read
+    on the host); nothing is launched.
 
     Raises
     ------
     TypeError
-        ``top_k`` not an int (``True`` and ``2.0`` included) or an integer tensor.
+        ``top_k`` not an int (a bool, ``2.0`` and a NumPy float included) or a dense integer tensor.
     ValueError
-        A tensor not of shape ``(B,)``; a ``k < 1``; a ``k`` above :data:`MAX_TOP_K` and below ``V``.
+        A tensor not of shape ``(B,)``, or on a device other than the call's (or the CPU); a ``k < 1``; a ``k`` above
+        :data:`MAX_TOP_K` and below ``V``.
     """
     if top_k is None:
         return None
     if isinstance(top_k, torch.Tensor):
+        if top_k.layout != torch.strided or top_k.is_nested:
+            raise TypeError(f"top_k must be a dense (strided) tensor, got layout {top_k.layout}")
         if top_k.dtype not in INT_DTYPES:
-            raise TypeError(f"top_k must be an int or an integer tensor, got a tensor of dtype {top_k.dtype}")
+            raise TypeError(f"top_k.dtype={top_k.dtype} is not supported; top_k must be an int or an integer tensor")
         if tuple(top_k.shape) != (batch,):
             raise ValueError(f"top_k must be an int or a tensor of shape (B,) = ({batch},), got shape "
                              f"{tuple(top_k.shape)}")  # fmt: skip
+        if top_k.device.type != "cpu" and not same_device(top_k.device, device):
+            raise ValueError(f"top_k.device={top_k.device} differs from the inputs' device {device}")
         values = top_k.detach().to("cpu", torch.int64)
-    elif isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral):
-        raise TypeError(f"top_k must be an int or an integer tensor, got {type(top_k).__name__} {top_k!r}")
-    else:
-        values = torch.tensor([int(top_k)], dtype=torch.int64)
-    where = "" if values.numel() == 1 and not isinstance(top_k, torch.Tensor) else "[{}]"
-    low = (values < 1).nonzero()
-    if low.numel():
-        i = int(low[0, 0])
-        raise ValueError(f"top_k{where.format(i)}={int(values[i])} must be >= 1")
-    capped = ((values > MAX_TOP_K) & (values < V)).nonzero()
-    if capped.numel():
-        i = int(capped[0, 0])
-        raise ValueError(f"top_k{where.format(i)}={int(values[i])} must be <= {MAX_TOP_K} (the fused sampler's "
-                         f"candidate buffer) or >= V={V} (no truncation)")  # fmt: skip
-    untruncated = values >= V
-    if bool(untruncated.all()):
+        low = (values < 1).nonzero()
+        if low.numel():
+            i = int(low[0, 0])
+            raise ValueError(f"top_k[{i}]={int(values[i])} must be >= 1")
+        capped = ((values > MAX_TOP_K) & (values < V)).nonzero()
+        if capped.numel():
+            i = int(capped[0, 0])
+            raise ValueError(f"top_k[{i}]={int(values[i])} {_CAP_RULE.format(MAX_TOP_K, V)}")
+        untruncated = values >= V
+        if bool(untruncated.all()):
+            return None
+        width = next_power_of_2(int(values[~untruncated].max()))
+        on_device = top_k.to(device=device, dtype=torch.int64)
+        k = torch.where(on_device >= V, width, on_device).to(torch.int32)
+        return TopK(k, width, (on_device >= V) if bool(untruncated.any()) else None)
+    if isinstance(top_k, (bool, np.bool_)) or not isinstance(top_k, numbers.Integral):
+        raise TypeError(f"top_k must be an int or an integer tensor, got {type(top_k).__name__} {short_repr(top_k)}")
+    k = int(top_k)
+    if k < 1:
+        raise ValueError(f"top_k={k} must be >= 1")
+    if k >= V:
         return None
-    width = next_power_of_2(int(values[~untruncated].max()))
-    if not isinstance(top_k, torch.Tensor):
-        return TopK(torch.full((batch,), int(top_k), dtype=torch.int32, device=device), width, None)
-    on_device = top_k.to(device=device, dtype=torch.int64)
-    k = torch.where(on_device >= V, width, on_device).to(torch.int32)
-    return TopK(k, width, (on_device >= V) if bool(untruncated.any()) else None)
+    if k > MAX_TOP_K:
+        raise ValueError(f"top_k={k} {_CAP_RULE.format(MAX_TOP_K, V)}")
+    return TopK(torch.full((batch,), k, dtype=torch.int32, device=device), next_power_of_2(k), None)
+
+
+#: The cap's message: stage 2 keeps a row's candidates in registers (:mod:`flashsampling.kernels.topk`, "The cap").
+_CAP_RULE = "must be <= {} (the fused sampler's candidate buffer) or >= V={} (no truncation)"
 
 
 def topk_tiles_for(hidden: torch.Tensor, tiles: TileConfig | None, full: bool = False) -> TileConfig:

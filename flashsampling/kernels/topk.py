@@ -34,7 +34,8 @@ words); ``i`` is the global index (``col_offset`` + column, below ``2**32``).  K
 Kernels and tiling
 ------------------
 * :func:`topk_stage1_kernel`: one program per ``BLOCK_SIZE_B x BLOCK_SIZE_V`` tile of ``h @ W.T`` (the K loop of
-  :func:`~flashsampling.kernels.stage1.fused_stage1_kernel`, fp32 accumulator), then :func:`candidates_epilogue`:
+  :func:`~flashsampling.kernels.stage1.fused_stage1_kernel`, fp32 accumulator, its int64 K-loop offsets where
+  ``ks * stride`` can reach ``2**31``: ``WIDE_K``), then :func:`candidates_epilogue`:
   the flags of :func:`~flashsampling.kernels.epilogue.scores_and_flags`, the tile's keys and their top
   ``NUM_CANDIDATES = min(K, BLOCK_SIZE_V)`` (a bitonic top-k; all of them unsorted when the tile is no wider) stored at
   ``cand[row, pid_v * NUM_CANDIDATES + j]``.  With ``FULL`` (a batch that mixes untruncated rows, ``k >= V``, with
@@ -79,7 +80,7 @@ from .epilogue import perturb_select_store, scores_and_flags
 from .flags import BAD_LOGIT, NO_FINITE, OVERFLOW
 from .hardware import sm_count
 from .launch import cdiv, direct, next_power_of_2
-from .stage1 import allocate_partials, upcast_inputs
+from .stage1 import allocate_partials, upcast_inputs, wide_k_offsets
 from .stage2 import reduce_tiles
 from .tiles import TileConfig
 
@@ -243,6 +244,7 @@ def topk_stage1_kernel(
     stride_hd,
     stride_wv,
     stride_wd,
+    WIDE_K: tl.constexpr,
     BLOCK_SIZE_B: tl.constexpr,
     BLOCK_SIZE_V: tl.constexpr,
     BLOCK_SIZE_D: tl.constexpr,
@@ -270,13 +272,17 @@ def topk_stage1_kernel(
     for k in range(0, D, BLOCK_SIZE_D):
         ks = k + tl.arange(0, BLOCK_SIZE_D)
         k_ok = ks < D
+        if WIDE_K:
+            ks_off = ks.to(tl.int64)  # some ks * stride reaches 2**31 (stage1.wide_k_offsets)
+        else:
+            ks_off = ks
         h = tl.load(
-            h_ptr + rows64[:, None] * stride_hb + ks[None, :] * stride_hd,
+            h_ptr + rows64[:, None] * stride_hb + ks_off[None, :] * stride_hd,
             mask=row_ok[:, None] & k_ok[None, :],
             other=0.0,
         )
         w = tl.load(
-            w_ptr + cols64[None, :] * stride_wv + ks[:, None] * stride_wd,
+            w_ptr + cols64[None, :] * stride_wv + ks_off[:, None] * stride_wd,
             mask=k_ok[:, None] & col_ok[None, :],
             other=0.0,
         )
@@ -405,6 +411,7 @@ def launch_topk_stage1(hidden, weight, inv_temp, seed_lo, seed_hi, num_samples, 
         hidden, weight, inv_temp, cand, flags, *plain,
         B, V, D, col_offset, num_samples, seed_lo, seed_hi,
         hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
+        wide_k_offsets(hidden, weight, tiles.block_d),
         **tiles.matmul_constants(upcast_inputs(hidden, weight)), **consts, **tiles.launch_options(),
     )  # fmt: skip
     return cand, flags, plain
