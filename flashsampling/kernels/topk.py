@@ -63,9 +63,9 @@ re-reads the ``B * V * 4``-byte logits.
 The cap
 -------
 :data:`MAX_TOP_K` = 1024: a row's running list lives in registers (``K`` int64 per row beside a ``CHUNK``-wide
-block: 1024 + 1024 keys are 16 registers per thread at 4 warps), every chunk costs a bitonic sort of ``K``-blocks
-(``log2(K)**2 / 2`` passes: 55 at 1024), and stage 1 keeps ``min(k, BLOCK_SIZE_V)`` keys per tile, so beyond
-``BLOCK_SIZE_V`` the candidates are the whole logit matrix in 8-byte keys.
+block: 1024 + 1024 int64 keys are 8 per thread at the 8 warps of :func:`merge_warps`), every chunk costs a bitonic
+sort of ``K``-blocks (``log2(K)**2 / 2`` passes: 55 at 1024), and stage 1 keeps ``min(k, BLOCK_SIZE_V)`` keys per
+tile, so beyond ``BLOCK_SIZE_V`` the candidates are the whole logit matrix in 8-byte keys.
 """
 
 from __future__ import annotations
