@@ -125,3 +125,17 @@ def test_k_covering_every_token_is_the_plain_path():
     assert torch.equal(flashsampling.sample_from_logits(z, seed=9, num_samples=2, top_k=V), plain)
     assert torch.equal(flashsampling.sample_from_logits(z, seed=9, num_samples=2, top_k=10**30), plain)
     assert np.array_equal(plain.numpy(), sample_twin(z.numpy(), 1.0, seed=9, num_samples=2))
+
+
+def test_the_wide_k_path_gives_the_same_tokens(monkeypatch):
+    """The matmul kernel's int64 K-loop offsets (``WIDE_K``, for layouts where ``ks * stride`` reaches ``2**31``)
+    compute what the int32 ones do where both fit."""
+    import flashsampling.kernels.topk as kernels
+
+    g = torch.Generator().manual_seed(7)
+    h = torch.randn(3, 16, generator=g)
+    w = torch.randn(V, 16, generator=g).T.contiguous().T  # column-major: stride_wd = V
+    tiles = flashsampling.TileConfig(block_b=16, block_v=64, block_d=16)
+    narrow = flashsampling.sample(h, w, seed=9, num_samples=2, top_k=5, tiles=tiles)
+    monkeypatch.setattr(kernels, "wide_k_offsets", lambda *a: True)
+    assert torch.equal(flashsampling.sample(h, w, seed=9, num_samples=2, top_k=5, tiles=tiles), narrow)
