@@ -34,6 +34,7 @@ import torch
 
 from ._request import lm_head_request, logits_request
 from .kernels.tiles import TileConfig
+from .topk import sample_top_k, sample_top_k_from_logits
 
 
 def sample(
@@ -45,6 +46,7 @@ def sample(
     num_samples: int = 1,
     host_checks: bool = True,
     tiles: TileConfig | None = None,
+    top_k: int | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Sample tokens from ``softmax(hidden @ weight.T / temperature)`` without writing the logits.
 
@@ -70,7 +72,15 @@ def sample(
         GPU (H100/H200), for one sample and ``B > 32`` (``B > 16`` where the vocabulary's 256-column
         tiles fill the SMs' last round), the warp-specialized Gluon kernel
         (:func:`~flashsampling.kernels.tiles.warp_specialized_tiles`); else the Triton kernels'
-        :func:`~flashsampling.kernels.tiles.default_tiles`.  Every choice gives the same tokens.
+        :func:`~flashsampling.kernels.tiles.default_tiles`.  Every choice gives the same tokens.  With ``top_k`` the
+        top-k kernel runs one program per tile on these block sizes (:func:`flashsampling.topk.topk_tiles_for`).
+    top_k : int, torch.Tensor of shape (B,) (integer), or None
+        Sample from the ``k`` largest logits only (per row for a tensor): the law
+        ``verification.targets.top_k(k, ties="low_index")``, ties at the k-th logit kept by lower index
+        (:mod:`flashsampling.topk`).  Each ``k`` in ``[1, 1024]``, or ``>= V`` for no truncation; ``None`` (or
+        ``k >= V`` on every row) is the plain path, with the same tokens as without the argument.  A row whose
+        ``k`` covers its finite tokens gets the plain sampler's token for the same seed.  A tensor is read on the host
+        (a synchronization when it is on the GPU).
 
     Returns
     -------
@@ -82,7 +92,9 @@ def sample(
         Bad arguments (named in the message); NaN/inf logits when ``host_checks``.
     """
     request, V = lm_head_request(hidden, weight, temperature=temperature, seed=seed, num_samples=num_samples,
-                                 host_checks=host_checks, device_seed=True)  # fmt: skip
+                                 host_checks=host_checks, device_seed=True, top_k=top_k)  # fmt: skip
+    if request.top_k is not None:
+        return sample_top_k(request, hidden, weight, request.top_k, tiles)
     # A greedy row's score is z, noise or not (its noise is multiplied by 0): a number temperature of 0 skips the
     # noise's work, with the same tokens (15-26% faster at B = 256: the no-noise runs of
     # benchmarks/results/coop_probe_h200.json).
@@ -99,6 +111,7 @@ def sample_from_logits(
     host_checks: bool = True,
     block_b: int | None = None,
     block_v: int | None = None,
+    top_k: int | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Sample from ``softmax(logits / temperature)`` with the same noise path as :func:`sample`.
 
@@ -113,12 +126,16 @@ def sample_from_logits(
         As in :func:`sample`.
     block_b, block_v : int or None
         Tile sizes (powers of two); the tokens do not depend on them.
+    top_k : int, torch.Tensor of shape (B,) (integer), or None
+        As in :func:`sample`.
 
     Returns
     -------
     torch.Tensor, int64, shape (B, num_samples)
     """
     request, V = logits_request(logits, temperature=temperature, seed=seed, num_samples=num_samples,
-                                host_checks=host_checks, device_seed=True)  # fmt: skip
+                                host_checks=host_checks, device_seed=True, top_k=top_k)  # fmt: skip
+    if request.top_k is not None:
+        return sample_top_k_from_logits(request, logits, request.top_k, block_b, block_v)
     parts, _ = request.logits_stage1(logits, block_b, block_v)
     return request.reduce_and_finish(parts, V)

@@ -114,3 +114,106 @@ def sample_twin_many(
             sc = np.broadcast_to(z, g.shape)
         out[s0:s1] = select(sc, key)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Top-k (the fused top-k sampler, flashsampling.kernels.topk)
+# --------------------------------------------------------------------------------------------
+
+
+def top_k_columns(logits: np.ndarray, k) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of float32 ``logits (B, V)``, the columns of its kept set: the first ``k`` finite tokens in the order
+    (logit descending, index ascending), ``ties="low_index"``.
+
+    Returns ``(columns, kept)``, int64 and bool ``(B, K)`` with ``K = max(min(k, V))``: row ``b``'s first
+    ``min(k_b, V)`` ranks, sorted by column (so that :func:`select`'s tie rule, the first column among equal keys, is
+    the lower index); ``kept`` marks those of rank below ``k_b`` whose logit is finite (``-inf`` is never kept).
+    """
+    z = np.atleast_2d(np.asarray(logits, dtype=np.float32))
+    b, v = z.shape
+    kk = np.minimum(np.broadcast_to(np.asarray(k, dtype=np.int64), (b,)), v)
+    width = int(kk.max())
+    # A stable sort of -z: z descending, equal logits (-0.0 == +0.0 included) by index; -inf and NaN last.
+    order = np.argsort(-z, axis=1, kind="stable")[:, :width]
+    kept = (np.arange(width)[None, :] < kk[:, None]) & (np.take_along_axis(z, order, axis=1) > -np.inf)
+    by_index = np.argsort(order, axis=1)
+    return np.take_along_axis(order, by_index, axis=1), np.take_along_axis(kept, by_index, axis=1)
+
+
+def sample_topk_twin(
+    logits,
+    top_k,
+    temperature=1.0,
+    *,
+    seed: int,
+    num_samples: int = 1,
+    row_offset: int = 0,
+    sample_offset: int = 0,
+    col_offset: int = 0,
+) -> np.ndarray:
+    """Tokens the fused top-k sampler returns for float32 ``logits (B, V)``, computed in NumPy.
+
+    Row ``b`` draws ``argmax_{i in S_b} z_i / T + G(seed, row_offset + b, col_offset + i, sample_offset + s)`` over
+    its kept set ``S_b`` (:func:`top_k_columns`), ties in the float32 score by the larger tie-break key, then the
+    lower index; a greedy row (``T = 0``) scores ``z_i``.  The noise is :func:`~flashsampling.noise.token_noise_np`,
+    the plain twin's (:func:`sample_twin`), so a row whose ``k`` covers its finite tokens gets the plain twin's token.
+
+    Parameters
+    ----------
+    logits : array, shape (B, V)
+        Converted to float32.  ``-inf`` masks a token.
+    top_k : int or array of shape (B,)
+        ``k >= 1`` per row; ``k >= V`` keeps every finite token.
+    temperature, seed, num_samples, row_offset, sample_offset
+        As in :func:`sample_twin`.
+    col_offset : int
+        Global index of column 0 (a vocabulary shard): the noise is keyed by, and the tokens are, global indices.
+
+    Returns
+    -------
+    numpy.ndarray, int64, shape (B, num_samples)
+        Global indices; a row with no finite logit returns ``col_offset + V - 1`` (the kernel's clamp).
+    """
+    z = np.atleast_2d(np.asarray(logits, dtype=np.float32))
+    b, v = z.shape
+    cols, kept = top_k_columns(z, top_k)
+    zz = np.take_along_axis(z, cols, axis=1)
+    inv = inverse_temperature32(temperature, b)[:, None]
+    index = cols + col_offset
+    rows = np.arange(row_offset, row_offset + b, dtype=np.uint32)[:, None]
+    out = np.empty((b, num_samples), dtype=np.int64)
+    for s in range(num_samples):
+        g, key = token_noise_np(seed, rows, index.astype(np.uint32), sample_offset + s, STREAM_TOKEN, lazy_keys=True)
+        with np.errstate(over="ignore", invalid="ignore"):
+            sc = np.where(kept, np.where(inv == 0, zz, zz * inv + g), -np.inf).astype(np.float32)
+        out[:, s] = np.take_along_axis(index, select(sc, key)[:, None], axis=1)[:, 0]
+    out[~kept.any(axis=1)] = col_offset + v - 1
+    return out
+
+
+def sample_topk_twin_many(
+    logits_row, top_k: int, temperature: float, *, seed: int, num_samples: int, chunk_elements: int = 1 << 15
+) -> np.ndarray:
+    """Many samples of one row (shape (V,)) with the fused top-k sampler's rule; int64 (num_samples,).
+
+    Vectorized over samples: sample ``s`` uses counter ``(index, 0, s)``, exactly as
+    ``sample_topk_twin(logits_row[None], top_k, ..., num_samples=num_samples)[0]``; the noise is computed for the
+    kept tokens only (``k`` per sample, not ``V``).
+    """
+    z = np.asarray(logits_row, dtype=np.float32)[None, :]
+    cols, kept = top_k_columns(z, top_k)
+    index = cols[0][kept[0]]
+    if index.size == 0:
+        return np.full(num_samples, z.shape[1] - 1, dtype=np.int64)
+    zz = z[0, index][None, :]
+    inv = inverse_temperature32(temperature, 1)[0]
+    out = np.empty(num_samples, dtype=np.int64)
+    per = max(1, chunk_elements // index.size)
+    for s0 in range(0, num_samples, per):
+        s1 = min(num_samples, s0 + per)
+        smp = np.arange(s0, s1, dtype=np.uint32)[:, None]
+        g, key = token_noise_np(seed, 0, index.astype(np.uint32)[None, :], smp, STREAM_TOKEN, lazy_keys=True)
+        with np.errstate(over="ignore", invalid="ignore"):
+            sc = np.broadcast_to(zz, g.shape) if inv == 0 else (zz * inv + g).astype(np.float32)
+        out[s0:s1] = index[select(sc, key)]
+    return out

@@ -6,8 +6,9 @@ Run with compiled kernels (``FLASHSAMPLING_INTERPRET=0``; no GPU needed: Triton 
 
 It builds the Triton IR (``make_ir``, before any optimization) of every kernel the samplers launch -- the Triton
 stage-1 kernels (the tiled one in its ``WIDE_K`` specialization, which the launcher picks whenever a K-loop offset can
-reach ``2**31``), the logits, stage-2, temperature and tile inverse-CDF kernels, and the Gluon stage 1 -- with every
-stride and size a runtime ``i32``, and prints one JSON object: kernel -> the offending ``arith.muli`` lines.
+reach ``2**31``), the logits, stage-2, temperature and tile inverse-CDF kernels, the fused top-k sampler's, and the
+Gluon stage 1 -- with every stride and size a runtime ``i32``, and prints one JSON object: kernel -> the offending
+``arith.muli`` lines.
 
 The rule.  An ``arith.muli`` of ``i32`` whose two operands both depend on runtime values (an index times a stride,
 a row times a size), and whose product reaches the ``i32`` offset of a ``tt.addptr``, can wrap at ``2**31``: such a
@@ -149,7 +150,7 @@ def _signature(fn, **override) -> dict:
 
 def kernels() -> dict:
     """``name -> zero-argument function returning the IR`` of every kernel the samplers launch, and the planted."""
-    from flashsampling.kernels import persistent, pingpong, stage1, stage2, temperature
+    from flashsampling.kernels import persistent, pingpong, stage1, stage2, temperature, topk
     from flashsampling.kernels.tiles import GLUON_RUNS, warp_specialized_tiles
     from flashsampling.tile_cdf import kernel as tile_cdf_kernel
 
@@ -190,6 +191,19 @@ def kernels() -> dict:
     out["tile-cdf-stage1"] = lambda: make_ir(
         tile_cdf_kernel.tile_cdf_stage1_kernel, _signature(tile_cdf_kernel.tile_cdf_stage1_kernel),
         {"BLOCK_B": 4, "BLOCK_V": 256, "N_ROUNDS": 10})
+
+    keys = {"cand_ptr": "*i64", "out_ptr": "*i64", "k_ptr": "*i32"}
+    topk_epi = {"NUM_CANDIDATES": 16, "FULL": True, "N_ROUNDS": 10, "PAIRED": True, "NOISE": True}
+    out["topk-stage1"] = lambda: make_ir(topk.topk_stage1_kernel, _signature(topk.topk_stage1_kernel, **keys),
+                                         {**{k: v for k, v in tiled.items() if k != "RETURN_LSE"}, **topk_epi,
+                                          "WIDE_K": True})  # fmt: skip
+    out["topk-logits"] = lambda: make_ir(topk.topk_logits_stage1_kernel, _signature(topk.topk_logits_stage1_kernel,
+                                                                                    **keys),
+                                         {"BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, **topk_epi})  # fmt: skip
+    for draw in (True, False):
+        out[f"topk-merge{'' if draw else '-split'}"] = lambda d=draw: make_ir(
+            topk.topk_merge_kernel, _signature(topk.topk_merge_kernel, **keys),
+            {"BLOCK_R": 1, "K": 64, "CHUNK": 1024, "BLOCK_T": 1024, "N_ROUNDS": 10, "NOISE": True, "DRAW": d})
 
     def gluon() -> str:
         from triton.runtime.jit import mangle_type

@@ -44,6 +44,7 @@ import torch
 import flashsampling
 import flashsampling._request as request_module
 import flashsampling.tile_cdf.sampling as tile_cdf_module
+import flashsampling.topk as topk_module
 from flashsampling import ops
 from flashsampling.tile_cdf import sample_fused_tile_cdf, sample_tile_cdf_from_logits
 
@@ -175,6 +176,25 @@ CASES = [
     Case("sample_from_logits(z with +inf)", lambda x: _L(x.z.index_fill(1, torch.tensor([5]), math.inf)), ValueError,
          r"logits contain NaN or infinite values in row\(s\) 0, 1, 2", work_before=True),
     Case("sample_from_logits(z.T.contiguous().T)", lambda x: _L(x.z.T.contiguous().T, seed=1), None),
+    # ---- top_k (sample, sample_from_logits) ----
+    Case("sample_from_logits(z, top_k=0)", lambda x: _L(x.z, top_k=0), ValueError, "top_k=0 must be >= 1"),
+    Case("sample_from_logits(z, top_k=2.0)", lambda x: _L(x.z, top_k=2.0), TypeError, "top_k must be an int"),
+    Case("sample_from_logits(z, top_k=True)", lambda x: _L(x.z, top_k=True), TypeError, "top_k must be an int"),
+    Case("sample_from_logits(z [1, 2048], top_k=1025)", lambda x: _L(torch.zeros(1, 2048), top_k=1025), ValueError,
+         "top_k=1025 must be <= 1024"),
+    Case("sample_from_logits(z, top_k=float tensor)", lambda x: _L(x.z, top_k=torch.ones(B)), TypeError,
+         "top_k.dtype"),
+    Case("sample_from_logits(z, top_k=tensor [1, 2])", lambda x: _L(x.z, top_k=torch.tensor([1, 2])), ValueError,
+         r"top_k must be an int or a tensor of shape \(B,\)"),
+    Case("sample_from_logits(z, top_k=tensor [1, 0, 3])", lambda x: _L(x.z, top_k=torch.tensor([1, 0, 3])),
+         ValueError, r"top_k\[1\]=0 must be >= 1"),
+    Case("sample_from_logits(z, top_k=tensor on meta)",
+         lambda x: _L(x.z, top_k=torch.ones(B, dtype=torch.int64, device="meta")), ValueError, "top_k.device=meta"),
+    Case("sample(h, w, top_k=-1)", lambda x: _S(x.h, x.w, top_k=-1), ValueError, "top_k=-1 must be >= 1"),
+    Case("sample(h, w, top_k='5')", lambda x: _S(x.h, x.w, top_k="5"), TypeError, "top_k"),
+    Case("sample(h, w, top_k=np.int64(5))", lambda x: _S(x.h, x.w, seed=1, top_k=np.int64(5)), None),
+    Case("sample_from_logits(z, top_k=tensor [1, 5, 10**6])",
+         lambda x: _L(x.z, seed=1, num_samples=2, top_k=torch.tensor([1, 5, 10**6])), None),
     # ---- sample_grouped(_from_logits) ----
     Case("sample_grouped_from_logits(z, group_sizes=[20.0, 20.0])", lambda x: _GL(x.z, group_sizes=[20.0, 20.0]),
          TypeError, "group_sizes must hold ints"),
@@ -372,7 +392,8 @@ def tripwire(monkeypatch):
         raise _Launched
 
     for module, name in ((request_module, "launch_fused_stage1"), (request_module, "launch_logits_stage1"),
-                         (tile_cdf_module, "launch_tile_cdf_stage1"), (tile_cdf_module, "launch_pingpong")):
+                         (tile_cdf_module, "launch_tile_cdf_stage1"), (tile_cdf_module, "launch_pingpong"),
+                 (topk_module, "launch_topk_stage1"), (topk_module, "launch_topk_logits_stage1")):
         monkeypatch.setattr(module, name, launched)
 
 
@@ -456,6 +477,10 @@ PROMISE = {
     "sample_from_logits(bad z, host_checks=False)": lambda x, z: _L(z, seed=1, num_samples=3, host_checks=False),
     "sample(h with a NaN row and an inf row, w, host_checks=False)": lambda x, z: _S(_bad_hidden(x), x.w, seed=1,
                                                                                       host_checks=False),
+    "sample_from_logits(bad z, top_k=2, host_checks=False)": lambda x, z: _L(z, seed=1, num_samples=3, top_k=2,
+                                                                              host_checks=False),
+    "sample(h with a NaN row and an inf row, w, top_k=[1, 3, V], host_checks=False)": lambda x, z: _S(
+        _bad_hidden(x), x.w, seed=1, top_k=torch.tensor([1, 3, V]), host_checks=False),
     "sample(h, w, temperature=[nan, -1, inf], host_checks=False)": lambda x, z: _S(
         x.h, x.w, seed=1, temperature=torch.tensor([math.nan, -1.0, math.inf]), host_checks=False),
     "sample_grouped_from_logits(bad z, group_sizes=[V, 0], host_checks=False)": lambda x, z: _GL(

@@ -103,3 +103,8 @@ def test_captured_graph_replays_with_new_seeds(B):
         assert torch.equal(out[0], flashsampling.sample(hidden, weight, seed=s))
         assert torch.equal(out[1], flashsampling.sample_from_logits(hidden.float() @ weight.float().T,
                                                                     temperature=0.8, seed=s))
+
+
+def test_top_k_takes_an_int_seed_only(inputs):
+    with pytest.raises(ValueError, match="not supported with top_k"):
+        flashsampling.sample(*inputs, seed=as_tensor(1), top_k=5)

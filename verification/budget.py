@@ -114,6 +114,10 @@ _ENTRIES = (
     # 11 tests x (KS + 2 rates) and 39 power checks (planted biases at alpha = 1e-3).
     _B("verification.calibration.null", seed=20240601, n=500, alpha=33 * 1e-3),
     _B("verification.calibration.power", seed=20240601, n=500, alpha=39 * 1e-3),
+    # tests/test_topk_stats.py: the fused top-k sampler's twin on five cases and its kernels on four runs
+    # (family-wise alpha 1e-3 each; n is the twin's), and two planted defects at their planned n.
+    _B("topk.stats.exact", seed=3601, n=200_000, alpha=9 * 1e-3),
+    _B("topk.stats.planted", seed=3602, n=4_480, alpha=1e-3, kind="planted"),
 )
 
 #: Every registered budget by name.

@@ -7,6 +7,10 @@ Layers, as in the design's three layers of evidence:
 * ``twin``: NumPy code proven bit-exact to a kernel (fast on CPU, so n is large);
 * ``kernel``: the Triton kernel itself (interpreted on CPU, so n is small there; compiled on GPU).
 
+The fused top-k sampler's variants (``twin-topk``, ``kernel-topk-logits``, ``kernel-topk-matmul``) sample a case
+whose target is ``top_k(k, ties="low_index")`` (:mod:`verification.topk_cases`) and refuse every other case
+(:func:`fused_topk_case`); the plain variants sample ``softmax(z / T)``.
+
 A variant that cannot run a case (the matmul path has no ``-inf`` logits; the tile inverse-CDF sampler
 has no greedy path) says so through ``applies``, so the main job knows every run, and the size of its
 family, before it draws.  Variants whose module is not in this checkout (grouped, online, tensor
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flashsampling.reference import sample_inverse_cdf
-from flashsampling.twin import sample_twin_many
+from flashsampling.twin import sample_topk_twin_many, sample_twin_many
 
 from .cases import Case
 
@@ -94,7 +98,7 @@ def _kernel_rows(n: int, v: int, device_is_cpu: bool) -> tuple[int, int]:
     return rows, -(-n // rows)
 
 
-def _kernel_logits(case: Case, n: int, seed: int) -> np.ndarray:
+def _kernel_logits(case: Case, n: int, seed: int, top_k: int | None = None) -> np.ndarray:
     import torch
 
     import flashsampling
@@ -102,7 +106,7 @@ def _kernel_logits(case: Case, n: int, seed: int) -> np.ndarray:
     device = "cpu" if flashsampling.INTERPRET else "cuda"
     rows, per = _kernel_rows(n, case.num_categories, flashsampling.INTERPRET)
     z = torch.tensor(case.logits, dtype=torch.float32, device=device).expand(rows, -1)
-    tok = flashsampling.sample_from_logits(z, temperature=case.temperature, seed=seed, num_samples=per)
+    tok = flashsampling.sample_from_logits(z, temperature=case.temperature, seed=seed, num_samples=per, top_k=top_k)
     return tok.reshape(-1)[:n].cpu().numpy()
 
 
@@ -125,7 +129,7 @@ def _kernel_logits_maxima(case: Case, n: int, seed: int) -> np.ndarray:
     return part_max.amax(dim=-1).reshape(-1)[:n].double().cpu().numpy()
 
 
-def _kernel_matmul(case: Case, n: int, seed: int) -> np.ndarray:
+def _kernel_matmul(case: Case, n: int, seed: int, top_k: int | None = None) -> np.ndarray:
     """The fused matmul kernel on an fp32 identity-like factorization of the case's logits.
 
     ``h = [z, 0...]`` padded to D=16 columns and ``W = [e_0 ...]`` so that ``h @ W.T = z`` exactly in
@@ -144,8 +148,40 @@ def _kernel_matmul(case: Case, n: int, seed: int) -> np.ndarray:
     w[:, 0] = torch.tensor(case.logits, dtype=torch.float32)
     h = torch.zeros(rows, 16, dtype=torch.float32)
     h[:, 0] = 1.0
-    tok = flashsampling.sample(h.to(device), w.to(device), temperature=case.temperature, seed=seed, num_samples=per)
+    tok = flashsampling.sample(h.to(device), w.to(device), temperature=case.temperature, seed=seed, num_samples=per,
+                               top_k=top_k)  # fmt: skip
     return tok.reshape(-1)[:n].cpu().numpy()
+
+
+def topk_of(case: Case) -> int:
+    """The ``k`` of a case whose target is ``top_k(k, ties="low_index")`` with one ``k``: the law of
+    ``flashsampling.sample(..., top_k=k)``.  Raises ``NotImplementedError`` for any other case."""
+    t = case.target
+    if t is None or t.name != "top_k" or t.param("ties") != "low_index" or not isinstance(t.param("k"), int):
+        raise NotImplementedError(f"the fused top-k sampler's law is top_k(k, ties='low_index'), not {t!r}")
+    return t.param("k")
+
+
+def fused_topk_case(case: Case) -> bool:
+    """The case's target is the fused top-k sampler's law (:func:`topk_of`)."""
+    try:
+        topk_of(case)
+    except NotImplementedError:
+        return False
+    return True
+
+
+def _twin_topk(case: Case, n: int, seed: int) -> np.ndarray:
+    k = topk_of(case)
+    return sample_topk_twin_many(case.logits.astype(np.float32), k, case.temperature, seed=seed, num_samples=n)
+
+
+def _kernel_topk_logits(case: Case, n: int, seed: int) -> np.ndarray:
+    return _kernel_logits(case, n, seed, top_k=topk_of(case))
+
+
+def _kernel_topk_matmul(case: Case, n: int, seed: int) -> np.ndarray:
+    return _kernel_matmul(case, n, seed, top_k=topk_of(case))
 
 
 def _kernel_tile_cdf(case: Case, n: int, seed: int) -> np.ndarray:
@@ -209,6 +245,18 @@ def _optional(module: str, attr: str) -> Callable | None:
     return sample
 
 
+def topk_variants() -> list[Variant]:
+    """The fused top-k sampler's variants: its twin and its kernel on logits and through the matmul (noise for ``k``
+    tokens per draw in the twin, so its budget in ``n * V`` units is larger than the plain twin's)."""
+    return [
+        Variant("twin-topk", "twin", _twin_topk, 1_000_000_000, max_vocab=8192, applies=fused_topk_case),
+        Variant("kernel-topk-logits", "kernel", _kernel_topk_logits, 8_000_000, cpu_max_n=64 * 160,
+                applies=fused_topk_case),  # fmt: skip
+        Variant("kernel-topk-matmul", "kernel", _kernel_topk_matmul, 4_000_000, cpu_max_n=64 * 80,
+                applies=lambda c: fused_topk_case(c) and finite_logits(c)),  # fmt: skip
+    ]
+
+
 def registry() -> list[Variant]:
     """All variants present in this checkout, controls first."""
     out = [
@@ -220,6 +268,7 @@ def registry() -> list[Variant]:
         Variant("kernel-fused-matmul", "kernel", _kernel_matmul, 4_000_000, cpu_max_n=64 * 80, applies=finite_logits),
         Variant("kernel-tile-cdf-prototype", "kernel", _kernel_tile_cdf, 2_000_000, cpu_max_n=64 * 32,
                 applies=sampled_temperature),  # fmt: skip
+        *topk_variants(),
     ]
     if _hopper():
         out.append(Variant("kernel-tile-cdf-fused", "kernel", _kernel_tile_cdf_fused, 4_000_000,

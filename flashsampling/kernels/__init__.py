@@ -8,6 +8,7 @@
 :mod:`.pingpong`   stage 1 on sm_90: the warp-specialized Gluon kernel, its epilogue an argument
 :mod:`.epilogue`   the Triton kernels' epilogue: temperature, noise, the tile's candidates and flags
 :mod:`.stage2`     reduce the candidates over tiles; the grouped, online and tensor-parallel combines
+:mod:`.topk`       the fused top-k sampler: per-tile top-k keys in stage 1, their merge and the draw in stage 2
 :mod:`.temperature`  per-row ``1/T`` and its validity flags on the device
 :mod:`.flags`      the bits the kernels report, and their decoding on the host
 :mod:`.launch`     repeat launches without Triton's per-call bookkeeping
