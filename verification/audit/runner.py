@@ -45,6 +45,8 @@ __all__ = ["DEFAULT_BUDGET_S", "MAX_DRAWS", "MIN_DRAWS", "SAMPLERS", "format_aud
 MAX_DRAWS = 1_000_000
 #: Floor on draws per (sampler, case), whatever the budget.
 MIN_DRAWS = 1_000
+#: The least share of a sampler, as a fraction of an equal part of the budget (:func:`run_audit`).
+MIN_SHARE = 0.5
 #: Budget when none is given (seconds, all samplers together).
 DEFAULT_BUDGET_S = 480.0
 
@@ -202,7 +204,8 @@ def run_audit(alpha: float = 1e-3, budget_s: float | None = None, seed: int = 20
         Family-wise false-alarm rate of each sampler's family (all its cases and tests, Holm).
     budget_s : float, optional
         Seconds for the whole audit (default :data:`DEFAULT_BUDGET_S`), split equally over the
-        available samplers; each sampler's first calls (compilation, device start) are not charged.
+        available samplers; each sampler's first calls (compilation, device start) are not charged, and each gets
+        at least :data:`MIN_SHARE` of an equal part (so the audit may overrun by that much).
     seed : int
         Base seed of the draws.
     samplers : list of str, optional
@@ -224,12 +227,15 @@ def run_audit(alpha: float = 1e-3, budget_s: float | None = None, seed: int = 20
     budget = DEFAULT_BUDGET_S if budget_s is None else float(budget_s)
     t0 = time.perf_counter()
     rows: dict[str, dict[str, Any]] = {}
-    # Cheap samplers first; each live sampler gets an equal part of the time still left.
+    # Cheap samplers first; each live sampler gets an equal part of the time still left, and never less than half
+    # of an equal part of the whole budget (the samplers' uncharged first calls and draw floors overspend: without
+    # the floor the last sampler -- the speculative one -- was left the minimum of draws).
     order = sorted(range(len(chosen)), key=lambda k: chosen[k].per_draw_vector)
     live_left = sum(chosen[k].available() is None for k in order)
+    floor = MIN_SHARE * budget / max(1, live_left)
     for k in order:
         s = chosen[k]
-        share = max(0.0, budget - (time.perf_counter() - t0)) / max(1, live_left)
+        share = max(floor, max(0.0, budget - (time.perf_counter() - t0)) / max(1, live_left))
         row = _audit_one(s, alpha=alpha, budget=share, seed=seed + 100_000 * k)
         live_left -= bool(row["available"])
         rows[s.name] = row
