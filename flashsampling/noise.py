@@ -586,9 +586,9 @@ def token_noise_np(seed: int, row, index, sample, stream: int = STREAM_TOKEN, *,
 
     ``stream == STREAM_TOKEN`` (the token noise): ``G`` from the words of block
     ``(index >> 1, row, sample, STREAM_TOKEN)`` that belong to ``index`` (``(w0, w1)`` for an even
-    index, ``(w2, w3)`` for an odd one) and ``key = tie_key_np(...)``.  Any other stream (the group
-    noise of the grouped variants): ``G`` from the words ``(w0, w1)`` of block
-    ``(index, row, sample, stream)`` and ``key = w2``.
+    index, ``(w2, w3)`` for an odd one) and ``key = tie_key_np(...)``.  Any other stream: the float32
+    ``G`` from the words ``(w0, w1)`` of block ``(index, row, sample, stream)`` and ``key = w2`` (the
+    group draw itself uses the float64 noise of :func:`group_noise_np`).
     """
     k0, k1 = split_seed(int(seed))
     if stream != STREAM_TOKEN:
