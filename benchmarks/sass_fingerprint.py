@@ -93,9 +93,10 @@ def kernels() -> dict:
     for B in (16, 32, 64):
         t = default_tiles(B, 151936, 4096, 2)
         for noise in (True, False):
-            const = {"stride_hd": 1, "stride_wd": 1, "BLOCK_SIZE_B": t.block_b, "BLOCK_SIZE_V": t.block_v,
-                     "BLOCK_SIZE_D": t.block_d, "UPCAST": False, "INPUT_PRECISION": "tf32", "N_ROUNDS": 10,
-                     "RETURN_LSE": False, "PAIRED": True, "NOISE": noise, "EPILOGUE_V": t.epilogue_v}  # fmt: skip
+            const = {"stride_hd": 1, "stride_wd": 1, "WIDE_K": False, "BLOCK_SIZE_B": t.block_b,
+                     "BLOCK_SIZE_V": t.block_v, "BLOCK_SIZE_D": t.block_d, "UPCAST": False, "INPUT_PRECISION": "tf32",
+                     "N_ROUNDS": 10, "RETURN_LSE": False, "PAIRED": True, "NOISE": noise,
+                     "EPILOGUE_V": t.epilogue_v}  # fmt: skip
             name = f"triton-stage1-b{B}" + ("" if noise else "-no-noise")
             out[name] = lambda t=t, c=const: compile_triton(
                 stage1.fused_stage1_kernel, ints(stage1.fused_stage1_kernel), c, {"num_warps": t.num_warps,

@@ -8,8 +8,9 @@ tile inverse-CDF sampler) goes through the same steps::
     tokens, flags = <stage 2 of the variant>(parts)    # reduce over tiles, or a combine
     request.finish(flags)                              # the call's one synchronization: raise on the flags
 
-Checks.  Shape, dtype, device, seed and ``num_samples`` are checked on the host before any work
-(:mod:`flashsampling._validate`: ``TypeError``/``ValueError`` naming the argument).
+Checks.  Shape, dtype, device, seed, ``num_samples``, ``host_checks`` and a number temperature are checked on the
+host before any work (:mod:`flashsampling._validate`: ``TypeError``/``ValueError`` naming the argument); ``tiles``
+and the logits kernel's ``block_b``/``block_v`` when stage 1 picks its tiles, before its launch.
 
 Temperature policy.  A number is checked on the host (finite, ``>= 0``, ``1/T`` fits float32) and becomes a
 per-row float32 ``1/T`` filled on the device (0 marks a greedy row; a number 0 also turns the noise off, which
@@ -91,7 +92,8 @@ class Request:
         tiles)``, the candidates of :func:`~flashsampling.kernels.stage1.launch_fused_stage1` and the tiles used
         (``tiles``, else :func:`~flashsampling.kernels.tiles.stage1_tiles` for this call's needs)."""
         S = self.num_samples
-        tiles = tiles or stage1_tiles(hidden, weight, S, return_lse=return_lse, col_offset=col_offset)
+        tiles = check.check_tiles(tiles) or stage1_tiles(hidden, weight, S, return_lse=return_lse,
+                                                         col_offset=col_offset)  # fmt: skip
         lo, hi = self.seed_words
         parts = launch_fused_stage1(hidden, weight, self.inv_temp, lo, hi, S, tiles, col_offset=col_offset,
                                     return_lse=return_lse, noise=self.noise)  # fmt: skip
@@ -132,16 +134,16 @@ def new_request(temperature, seed, num_samples, batch: int, device: torch.device
     make the :class:`Request` (the seed drawn when ``None``; ``1/T`` per row on the device)."""
     S = check.check_num_samples(num_samples)
     seed = check.check_seed(seed)
+    host_checks = check.check_flag("host_checks", host_checks)
     inv_temp, temp_flags, all_greedy = check.inverse_temperature(temperature, batch, device)
     return Request(S, seed, inv_temp, temp_flags, all_greedy, temperature, host_checks, what)
 
 
 def lm_head_request(hidden, weight, *, temperature, seed, num_samples, host_checks: bool) -> tuple[Request, int]:
-    """Check ``hidden [B, D]`` and ``weight [V, D]`` (``V`` at least 1 and below the counter's ``2**32``), then as
+    """Check ``hidden [B, D]`` and ``weight [V, D]`` (``B`` and ``V`` at least 1 and below ``2**31``), then as
     :func:`new_request`.  Returns ``(request, V)``."""
     B, V, _, device = check.check_lm_head(hidden, weight)
     check.check_nonempty("weight", V, "V")
-    check.check_counter("V", V)
     return new_request(temperature, seed, num_samples, B, device, host_checks=host_checks), V
 
 

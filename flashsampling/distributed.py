@@ -3,8 +3,7 @@
 Each rank holds the rows ``[start, start + V_r)`` of ``W`` (any sizes, in any rank order, empty
 shards allowed) and runs stage 1 on its shard with ``col_offset = start``.  The noise is keyed by
 the *global* vocabulary index, so each rank perturbs its logits exactly as one device would.  The
-ranks then all-gather O(1) scalars per row and sample (never the logits): one ``all_gather`` of an
-int64 payload of ``6 + B * (2 + 3 S)`` words per rank.  Two combine rules:
+ranks then all-gather O(1) scalars per row and sample (never the logits).  Two combine rules:
 
 pathwise
     Each rank sends its lexicographic ``(max score, key, index)`` per (row, sample); every rank
@@ -20,58 +19,74 @@ factorized
     Same distribution as pathwise; the payload is the same size.  Equal, bit for bit, to
     :func:`flashsampling.grouped.sample_grouped` with ``group_sizes`` = the shard sizes.
 
-Every rank returns the same tokens.  Errors found after the exchange (NaN/inf logits on any rank,
-a row with no finite logit, ranks that disagree on the seed, shards that do not tile ``[0, V)``)
-are raised on every rank alike.  Argument errors found before it (shapes, dtypes) are raised only
-where they occur, and the other ranks would wait: call with consistent arguments.
+Exchanges
+---------
+Two all-gathers per call:
+
+1. *The request*, before any work: a fixed-length int64 header per rank (:data:`HEADER_FIELDS`): the entry point,
+   ``B``, ``D``, ``num_samples``, the dtype, ``combine``, ``return_logsumexp``, ``host_checks``, the seed (or that
+   it is to be drawn), ``vocab_size``, the temperature (a number's float64 bits, or a digest of a tensor's per-row
+   float32 ``1/T`` and validity flags), the shard ``(vocab_start, size)``, and whether this rank's own argument
+   checks failed (with the start of its message).  Every rank sees the same table and applies the same checks, so
+   a mismatch raises the same ``ValueError`` on every rank (``ranks passed different num_samples: rank 0: 2, rank
+   1: 3``); a rank whose own arguments were rejected raises its own error and the others a ``ValueError`` that
+   names it and quotes it.  The table also settles the shard starts (``vocab_start=None``: consecutive in rank
+   order), the seed (``seed=None``: rank 0's draw), and checks that the shards tile ``[0, V)``.
+2. *The candidates*, after stage 1: ``B * (2 + 3 S)`` int64 words per rank (log-mass, ``(score, key, index)`` per
+   sample, flags), then the combine.
+
+Errors found after the second exchange (NaN/inf logits on any rank, a row with no finite logit) are raised on every
+rank alike (with ``host_checks``); the tokens are always global indices in ``[0, V)``.
+
+Bounded waits.  Each exchange waits at most ``timeout`` seconds (default :data:`DEFAULT_TIMEOUT_S`) for the other
+ranks, then raises ``TimeoutError`` (a rank that crashed raises at once: the connection closes): a rank that died
+or is not calling never leaves the others waiting for the process group's own timeout (30 minutes by default).  A
+rank whose arguments are rejected still joins the first exchange, so its peers raise at once too.  After a timeout
+the group's collectives are out of step: destroy the process group.  On gloo both waits are bounded; on NCCL the
+first (read on the host anyway) is, the second is stream-ordered and bounded by NCCL's own watchdog (the process
+group's ``timeout``).
+
+Synchronizations.  The first exchange is read on the host: with gloo that is a host collective, with NCCL one
+device-to-host copy (which waits for the work queued before the call).  With ``host_checks`` the flags are read once
+more at the end (:meth:`flashsampling._request.Request.finish`).
 
 Backends: gloo on CPU (CUDA payloads are staged through host memory for gloo), NCCL on GPU.
-Without an initialized process group the functions run as a world of one.
+Without an initialized process group the functions run as a world of one (the same checks, no exchange).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from . import _validate as check
 from ._request import GIVEN_LOGITS, LM_HEAD_LOGITS, Request, new_request
+from ._tp_requests import (
+    COMBINES,
+    DEFAULT_TIMEOUT_S,
+    Agreed,
+    Shard,
+    agree,
+    all_gather_rows,
+    check_shard_arguments,
+    check_timeout,
+    is_gloo,
+    world_of,
+)
 from .grouped import _check_row, grouped_sampler_np, masked_logsumexp
 from .kernels.stage2 import launch_combine_groups, launch_reduce_candidates
-from .kernels.tiles import TileConfig
+from .kernels.tiles import TileConfig, logits_tiles
 from .twin import sample_twin_many
 
-COMBINES = ("pathwise", "factorized")
-#: Words of the payload header: start, size, seed_lo, seed_hi, B, S.
-_HEADER = 6
+__all__ = ["COMBINES", "DEFAULT_TIMEOUT_S", "sample_tp", "sample_tp_from_logits", "tp_factorized_sampler_np",
+           "tp_pathwise_sampler_np", "uneven_shards"]  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
-# Collectives
+# Sampling
 # --------------------------------------------------------------------------------------------
-
-
-def world_of(group=None) -> tuple[int, int]:
-    """``(rank, world_size)`` of ``group``; ``(0, 1)`` without an initialized process group."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return 0, 1
-    return dist.get_rank(group), dist.get_world_size(group)
-
-
-def all_gather_rows(payload: torch.Tensor, group=None) -> torch.Tensor:
-    """All-gather a 1-D tensor (same length on every rank) -> ``[world, N]`` in rank order."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return payload[None]
-    buf = payload.contiguous()
-    if dist.get_backend(group) == "gloo" and buf.device.type != "cpu":
-        buf = buf.cpu()
-    outs = [torch.empty_like(buf) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(outs, buf, group=group)
-    return torch.stack(outs).to(payload.device)
 
 
 def _f32_bits(x: torch.Tensor) -> torch.Tensor:
@@ -80,23 +95,6 @@ def _f32_bits(x: torch.Tensor) -> torch.Tensor:
 
 def _f32_from_bits(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.int32).view(torch.float32)
-
-
-def _agree(local_size: int, seed: int, device, group) -> tuple[int, int]:
-    """One small all-gather: this rank's start (prefix sum of the sizes in rank order) and a
-    common seed (rank 0's ``seed``: the callers' seed, or the one each rank's request drew from its torch
-    generator when the callers passed ``None``)."""
-    rank, _ = world_of(group)
-    mine = torch.tensor([local_size, seed >> 32, seed & 0xFFFFFFFF], dtype=torch.int64, device=device)
-    table = all_gather_rows(mine, group).cpu()
-    start = int(table[:rank, 0].sum())
-    common = (int(table[0, 1]) << 32) | int(table[0, 2])
-    return start, common
-
-
-# --------------------------------------------------------------------------------------------
-# Sampling
-# --------------------------------------------------------------------------------------------
 
 
 def _local_candidates(parts, inv_temp, need_lse: bool):
@@ -117,42 +115,34 @@ def _empty_candidates(B: int, S: int, start: int, device):
     )
 
 
-def _device_ints(values, device: torch.device) -> torch.Tensor:
-    """A small int64 tensor on ``device`` without stalling: on CUDA through pinned memory and an
-    asynchronous copy (a pageable host-to-device copy would wait for the stage-1 kernel)."""
-    t = torch.tensor(values, dtype=torch.int64)
-    if device.type == "cuda":
-        return t.pin_memory().to(device, non_blocking=True)
-    return t.to(device)
-
-
-def _sample_shard(request: Request, stage1, *, start: int, size: int, combine: str, vocab_size, return_logsumexp,
-                  group):  # fmt: skip
-    """This rank's candidates (``stage1(return_lse)``'s, reduced; none for an empty shard), then the exchange and
-    the combine.  Log-masses are computed only where the combine or the caller needs them."""
+def _sample_shard(agreed: Agreed, stage1, *, size: int, combine: str, return_logsumexp, group, timeout):
+    """This rank's candidates (``stage1(request, start, return_lse)``'s, reduced; none for an empty shard), then the
+    exchange and the combine.  Log-masses are computed only where the combine or the caller needs them."""
+    request = agreed.request
     need_lse = combine == "factorized" or return_logsumexp
     B = request.inv_temp.shape[0]
     if size == 0:
-        cands = _empty_candidates(B, request.num_samples, start, request.inv_temp.device)
+        cands = _empty_candidates(B, request.num_samples, agreed.start, request.inv_temp.device)
     else:
-        cands = _local_candidates(stage1(need_lse), request.inv_temp, need_lse)
-    return _exchange_and_combine(cands, request, start=start, size=size, combine=combine, vocab_size=vocab_size,
-                                 return_logsumexp=return_logsumexp, group=group)  # fmt: skip
+        cands = _local_candidates(stage1(request, agreed.start, need_lse), request.inv_temp, need_lse)
+    return _exchange_and_combine(cands, agreed, combine=combine, return_logsumexp=return_logsumexp, group=group,
+                                 timeout=timeout)  # fmt: skip
 
 
-def _exchange_and_combine(cands, request: Request, *, start, size, combine, vocab_size, return_logsumexp, group):
+def _exchange_and_combine(cands, agreed: Agreed, *, combine, return_logsumexp, group, timeout):
+    """The second exchange (the ranks' candidates, in the order of the first exchange's starts) and the combine."""
+    request = agreed.request
     L, m, k, i, flags = cands
     B, S = m.shape
-    device = m.device
     lo, hi = request.seed_words
-    header = _device_ints([start, size, lo, hi, B, S], device)
     payload = torch.cat(
-        [header, L.contiguous().view(torch.int64), _f32_bits(m).reshape(-1), k.reshape(-1), i.reshape(-1),
+        [L.contiguous().view(torch.int64), _f32_bits(m).reshape(-1), k.reshape(-1), i.reshape(-1),
          flags.to(torch.int64)]
     )  # fmt: skip
-    table = all_gather_rows(payload, group)  # [W, N]
+    table = all_gather_rows(payload, group, timeout=timeout if is_gloo(group) else None,
+                            what="the exchange of candidates")  # fmt: skip
     W = table.shape[0]
-    o = _HEADER
+    o = 0
     L_all = table[:, o : o + B].contiguous().view(torch.float64)  # [W, B]
     o += B
     m_all = _f32_from_bits(table[:, o : o + B * S]).reshape(W, B, S)
@@ -162,54 +152,36 @@ def _exchange_and_combine(cands, request: Request, *, start, size, combine, voca
     i_all = table[:, o : o + B * S].reshape(W, B, S)
     o += B * S
     f_all = table[:, o : o + B].to(torch.int32)
-    if request.host_checks:
-        _check_layout(table[:, :_HEADER].cpu(), vocab_size)
     by_rank = [x.permute(1, 2, 0) for x in (m_all, k_all, i_all)]  # [B, S, W]
     tokens, _, flags = launch_combine_groups(
-        L_all.T, *by_rank, table[:, 0], f_all.T, request.inv_temp, lo, hi, pathwise=combine == "pathwise"
-    )
+        L_all.T, *by_rank, agreed.starts, f_all.T, request.inv_temp, lo, hi, vocab_size=agreed.vocab_size,
+        pathwise=combine == "pathwise",
+    )  # fmt: skip
     request.finish(flags)
     if return_logsumexp:
         return tokens, masked_logsumexp(L_all.T, request.inv_temp == 0)
     return tokens
 
 
-def _check_layout(headers: torch.Tensor, vocab_size: int | None) -> None:
-    """Every rank sees the same gathered headers, so every rank raises alike."""
-    h = headers.tolist()
-    if len({(r[2], r[3]) for r in h}) > 1:
-        raise ValueError("ranks passed different seeds; every rank must pass the same seed (or all pass None)")
-    spans = sorted((r[0], r[0] + r[1]) for r in h)
-    pos = 0
-    for a, b in spans:
-        if a != pos:
-            raise ValueError(f"the ranks' shards {spans} do not tile [0, V): a gap or overlap at column {min(a, pos)}")
-        pos = b
-    if vocab_size is not None and pos != vocab_size:
-        raise ValueError(f"the ranks' shards cover [0, {pos}) but vocab_size={vocab_size}")
-
-
-def _check_layout_arguments(combine, vocab_start, vocab_size) -> None:
-    if combine not in COMBINES:
-        raise ValueError(f"combine={combine!r} must be one of {COMBINES}")
-    if vocab_start is not None:
-        if isinstance(vocab_start, bool) or not isinstance(vocab_start, (int, np.integer)) or vocab_start < 0:
-            raise ValueError(f"vocab_start={vocab_start!r} must be an int >= 0 or None")
-    if vocab_size is not None:
-        check.check_counter("vocab_size", int(vocab_size))
-
-
-def _shard_request(temperature, seed, num_samples, B: int, local_size: int, vocab_start, device, group, *,
-                   host_checks: bool, what: str) -> tuple[Request, int]:  # fmt: skip
-    """The rank's request (checks, per-row ``1/T``) with the seed every rank uses, and its shard's start: one small
-    all-gather settles both when the callers left either to the ranks (``None``)."""
-    request = new_request(temperature, seed, num_samples, B, device, host_checks=host_checks, what=what)
-    if vocab_start is None or seed is None:
-        start, common = _agree(local_size, request.seed, device, group)
-        vocab_start = start if vocab_start is None else vocab_start
-        if seed is None:
-            request = dataclasses.replace(request, seed=common)
-    return request, int(vocab_start)
+def _run(local_checks, stage1, *, combine, return_logsumexp, timeout, group):
+    """The shared body of both entry points: this rank's checks (``local_checks() -> Shard``; an argument error is
+    carried into the first exchange, so that every rank raises), the first exchange, stage 1 and the second."""
+    world_of(group)  # a bad group raises here, on this rank (no exchange is possible)
+    try:
+        timeout = check_timeout(timeout)
+    except (TypeError, ValueError) as exc:
+        timeout_error, timeout = exc, DEFAULT_TIMEOUT_S  # still join the exchange, then raise
+    else:
+        timeout_error = None
+    try:
+        if timeout_error is not None:
+            raise timeout_error
+        shard, error = local_checks(), None
+    except (TypeError, ValueError) as exc:
+        shard, error = None, exc
+    agreed = agree(shard, error, group, timeout)
+    return _sample_shard(agreed, stage1, size=shard.size, combine=combine, return_logsumexp=return_logsumexp,
+                         group=group, timeout=timeout)  # fmt: skip
 
 
 def sample_tp(
@@ -225,6 +197,7 @@ def sample_tp(
     return_logsumexp: bool = False,
     host_checks: bool = True,
     tiles: TileConfig | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
     group=None,
 ):
     """Sample from ``softmax(hidden @ W.T / T)`` with ``W`` sharded by vocabulary rows over ``group``.
@@ -237,40 +210,55 @@ def sample_tp(
         This rank's rows of ``W`` (global rows ``vocab_start .. vocab_start + V_r - 1``; may be empty).
     vocab_start : int or None
         Global index of this rank's first row.  ``None``: shards are consecutive in rank order
-        (found with one extra small all-gather).
+        (settled by the first exchange).
     vocab_size : int or None
-        The global ``V``; checked against the shards with ``host_checks``.
+        The global ``V``; checked against the shards.
     temperature, num_samples, host_checks, tiles
-        As in :func:`flashsampling.sample`; the same on every rank.
+        As in :func:`flashsampling.sample`; the same on every rank (``tiles`` may differ).
     seed : int or None
-        The same on every rank.  ``None``: rank 0's torch generator draws it (and it is shared in
-        the same small all-gather as the offsets).
+        The same on every rank.  ``None`` on every rank: rank 0's torch generator draws it (shared in
+        the first exchange).
     combine : {"pathwise", "factorized"}
         The combine rule (module docstring).
     return_logsumexp : bool
         Also return the global ``logsumexp(z / T)`` (float64 ``[B]``); with ``pathwise`` this
         makes stage 1 compute the tiles' log-masses too.
+    timeout : float
+        Seconds each of the two exchanges waits for the other ranks before ``TimeoutError`` (default
+        :data:`DEFAULT_TIMEOUT_S`; module docstring: Bounded waits).
     group : torch.distributed.ProcessGroup or None
         Default: the world.
 
     Returns
     -------
-    tokens : torch.Tensor, int64, shape (B, num_samples), global indices, identical on every rank
+    tokens : torch.Tensor, int64, shape (B, num_samples), global indices in ``[0, V)``, identical on every rank
     logsumexp : torch.Tensor, float64, shape (B,) (only with ``return_logsumexp``)
+
+    Raises
+    ------
+    TypeError, ValueError
+        On every rank alike: a rank's bad argument (that rank raises its own error, the others a ``ValueError``
+        naming it), arguments that differ between ranks (B, D, num_samples, dtype, temperature, combine, seed,
+        return_logsumexp, host_checks, vocab_size), shards that do not tile ``[0, V)``; with ``host_checks``,
+        NaN/inf logits or a row with no finite logit on any rank.
+    TimeoutError, RuntimeError
+        A rank did not join an exchange within ``timeout`` seconds, or crashed.
     """
-    _check_layout_arguments(combine, vocab_start, vocab_size)
-    check.check_tensor("hidden", hidden, ndim=2)
-    check.check_tensor("weight_shard", weight_shard, ndim=2)
-    B, V_r, _, device = check.check_lm_head(hidden, weight_shard)
-    check.check_counter("weight_shard rows", V_r)
-    request, vocab_start = _shard_request(temperature, seed, num_samples, B, V_r, vocab_start, device, group,
-                                          host_checks=host_checks, what=LM_HEAD_LOGITS)  # fmt: skip
-    # Pathwise with one sample and no logsumexp needs no log-masses: on an sm_90 GPU, the Gluon kernel.
-    return _sample_shard(
-        request, lambda lse: request.stage1(hidden, weight_shard, tiles, col_offset=vocab_start, return_lse=lse)[0],
-        start=vocab_start, size=V_r, combine=combine, vocab_size=vocab_size, return_logsumexp=return_logsumexp,
-        group=group,
-    )  # fmt: skip
+
+    def local_checks() -> Shard:
+        check_shard_arguments(combine, vocab_start, vocab_size, return_logsumexp)
+        B, V_r, D, device = check.check_lm_head(hidden, weight_shard, "weight_shard")
+        check.check_tiles(tiles)
+        request = new_request(temperature, seed, num_samples, B, device, host_checks=host_checks, what=LM_HEAD_LOGITS)
+        return Shard(request, 0, B, D, hidden.dtype, combine, return_logsumexp, seed is not None, vocab_size,
+                      vocab_start, V_r)  # fmt: skip
+
+    def stage1(request: Request, start: int, lse: bool):
+        # Pathwise with one sample and no logsumexp needs no log-masses: on an sm_90 GPU, the Gluon kernel.
+        return request.stage1(hidden, weight_shard, tiles, col_offset=start, return_lse=lse)[0]
+
+    return _run(local_checks, stage1, combine=combine, return_logsumexp=return_logsumexp, timeout=timeout,
+                group=group)  # fmt: skip
 
 
 def sample_tp_from_logits(
@@ -286,27 +274,29 @@ def sample_tp_from_logits(
     host_checks: bool = True,
     block_b: int | None = None,
     block_v: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
     group=None,
 ):
-    """:func:`sample_tp` on this rank's columns of given logits, ``logits_shard [B, V_r]`` (``-inf`` masks).
+    """:func:`sample_tp` on this rank's columns of given logits, ``logits_shard [B, V_r]`` (``-inf`` masks; ``V_r``
+    may be 0).  ``block_b``, ``block_v``: as in :func:`flashsampling.sample_from_logits` (may differ between ranks).
 
     Pathwise, the tokens equal :func:`flashsampling.sample_from_logits` on the full logits, bit for bit.
     """
-    _check_layout_arguments(combine, vocab_start, vocab_size)
-    check.check_tensor("logits_shard", logits_shard, ndim=2)
-    B, V_r = logits_shard.shape
-    check.check_nonempty("logits_shard", B, "B")
-    check.check_counter("B", B)
-    check.check_counter("logits_shard columns", V_r)
-    device = logits_shard.device
-    request, vocab_start = _shard_request(temperature, seed, num_samples, B, V_r, vocab_start, device, group,
-                                          host_checks=host_checks, what=GIVEN_LOGITS)  # fmt: skip
-    return _sample_shard(
-        request, lambda lse: request.logits_stage1(logits_shard, block_b, block_v, col_offset=vocab_start,
-                                                   return_lse=lse)[0],
-        start=vocab_start, size=V_r, combine=combine, vocab_size=vocab_size, return_logsumexp=return_logsumexp,
-        group=group,
-    )  # fmt: skip
+
+    def local_checks() -> Shard:
+        check_shard_arguments(combine, vocab_start, vocab_size, return_logsumexp)
+        B, V_r = check.check_logits(logits_shard, "logits_shard", allow_empty=True)
+        logits_tiles(B, V_r, block_b, block_v)  # the block sizes, checked before the exchange
+        device = logits_shard.device
+        request = new_request(temperature, seed, num_samples, B, device, host_checks=host_checks, what=GIVEN_LOGITS)
+        return Shard(request, 1, B, -1, logits_shard.dtype, combine, return_logsumexp, seed is not None,
+                      vocab_size, vocab_start, V_r)  # fmt: skip
+
+    def stage1(request: Request, start: int, lse: bool):
+        return request.logits_stage1(logits_shard, block_b, block_v, col_offset=start, return_lse=lse)[0]
+
+    return _run(local_checks, stage1, combine=combine, return_logsumexp=return_logsumexp, timeout=timeout,
+                group=group)  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,14 +43,17 @@ of ``V``, so the statistical battery can run it at scale on the CPU.
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from . import _validate as check
 from ._request import Request, lm_head_request, logits_request
 from .kernels.stage2 import launch_combine_groups, launch_reduce_candidates
-from .kernels.tiles import TileConfig
+from .kernels.tiles import TileConfig, logits_tiles
 from .noise import STREAM_GROUP, STREAM_TOKEN, group_noise_np, token_noise_np
 from .twin import inverse_temperature32, sample_twin_many, select
 
@@ -149,7 +152,7 @@ def cat_partials(groups: list[GroupPartials]) -> GroupPartials:
 
 
 def combine_groups(
-    partials: GroupPartials, inv_temp: torch.Tensor, seed_lo: int, seed_hi: int
+    partials: GroupPartials, inv_temp: torch.Tensor, seed_lo: int, seed_hi: int, vocab_size: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Draw a group by Gumbel-max over ``L_k`` with fresh noise and return its local sample.
 
@@ -160,12 +163,13 @@ def combine_groups(
 
     Returns
     -------
-    tokens : int64 (B, S)
+    tokens : int64 (B, S), clamped into ``[0, vocab_size)``
     choice : int64 (B, S), the chosen group's position in ``0..K-1``
     flags : int32 (B, S), the groups' flags ORed, plus ``FLAG_NO_FINITE`` where every group is empty
     """
     p = partials
-    return launch_combine_groups(p.logmass, p.best, p.key, p.index, p.starts, p.flags, inv_temp, seed_lo, seed_hi)
+    return launch_combine_groups(p.logmass, p.best, p.key, p.index, p.starts, p.flags, inv_temp, seed_lo, seed_hi,
+                                 vocab_size=vocab_size)  # fmt: skip
 
 
 def logmass_tolerance(max_abs_scaled: float, group_size: int) -> float:
@@ -199,11 +203,19 @@ def logmass_tolerance(max_abs_scaled: float, group_size: int) -> float:
 
 
 def check_group_sizes(group_sizes, V: int) -> list[tuple[int, int]]:
-    """``group_sizes`` (ints >= 0 summing to ``V``) -> ``[(start, size), ...]``."""
-    try:
-        sizes = [int(s) for s in group_sizes]
-    except TypeError as exc:
-        raise TypeError(f"group_sizes must be a sequence of ints, got {type(group_sizes).__name__}") from exc
+    """``group_sizes`` (ints >= 0 -- Python or NumPy ints, or an integer tensor -- summing to ``V``) ->
+    ``[(start, size), ...]``.  Floats and bools are refused (``TypeError``), never truncated."""
+    if isinstance(group_sizes, torch.Tensor):
+        if group_sizes.is_floating_point() or group_sizes.is_complex() or group_sizes.dtype == torch.bool:
+            raise TypeError(f"group_sizes.dtype={group_sizes.dtype} must be an integer dtype")
+        group_sizes = group_sizes.reshape(-1).tolist()
+    if isinstance(group_sizes, (str, bytes)) or not isinstance(group_sizes, Iterable):
+        raise TypeError(f"group_sizes must be a sequence of ints, got {type(group_sizes).__name__}")
+    sizes = list(group_sizes)
+    for s in sizes:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, numbers.Integral):
+            raise TypeError(f"group_sizes must hold ints, got {type(s).__name__} ({s!r})")
+    sizes = [int(s) for s in sizes]
     if not sizes:
         raise ValueError("group_sizes is empty; give at least one group")
     if any(s < 0 for s in sizes):
@@ -212,6 +224,17 @@ def check_group_sizes(group_sizes, V: int) -> list[tuple[int, int]]:
         raise ValueError(f"group_sizes sum to {sum(sizes)} but the vocabulary has V={V}")
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
     return list(zip(starts, sizes))
+
+
+def check_arguments(group_sizes, V: int, return_logsumexp, *, tiles=None, blocks=None) -> None:
+    """The grouped entry points' own arguments, before any launch: ``group_sizes`` against ``V``, the flag
+    ``return_logsumexp``, and ``tiles`` or the logits kernel's ``(B, block_b, block_v)``."""
+    if group_sizes is not None:
+        check_group_sizes(group_sizes, V)
+    check.check_flag("return_logsumexp", return_logsumexp)
+    check.check_tiles(tiles)
+    if blocks is not None:
+        logits_tiles(blocks[0], V, *blocks[1:])
 
 
 def grouped_partials(
@@ -258,10 +281,10 @@ def shard_groups(request: Request, group_sizes, V: int, device, col_offset: int,
     return cat_partials(groups)
 
 
-def finish_grouped(partials: GroupPartials, request: Request, return_logsumexp: bool):
-    """The group draw (:func:`combine_groups`), the request's finish (raise on the flags), and the tokens (with
-    the rows' ``logsumexp`` when asked)."""
-    tokens, _, flags = combine_groups(partials, request.inv_temp, *request.seed_words)
+def finish_grouped(partials: GroupPartials, request: Request, return_logsumexp: bool, V: int):
+    """The group draw (:func:`combine_groups`, tokens in ``[0, V)``), the request's finish (raise on the flags), and
+    the tokens (with the rows' ``logsumexp`` when asked)."""
+    tokens, _, flags = combine_groups(partials, request.inv_temp, *request.seed_words, vocab_size=V)
     request.finish(flags)
     if return_logsumexp:
         return tokens, masked_logsumexp(partials.logmass, request.inv_temp == 0)
@@ -309,10 +332,11 @@ def sample_grouped(
     TypeError, ValueError
         Bad arguments; with ``host_checks``, NaN/inf logits or a row with no finite logit.
     """
-    request, _ = lm_head_request(hidden, weight, temperature=temperature, seed=seed, num_samples=num_samples,
+    request, V = lm_head_request(hidden, weight, temperature=temperature, seed=seed, num_samples=num_samples,
                                  host_checks=host_checks)  # fmt: skip
+    check_arguments(group_sizes, V, return_logsumexp, tiles=tiles)
     partials = grouped_partials(request, hidden, weight, group_sizes=group_sizes, tiles=tiles)
-    return finish_grouped(partials, request, return_logsumexp)
+    return finish_grouped(partials, request, return_logsumexp, V)
 
 
 def sample_grouped_from_logits(
@@ -331,11 +355,12 @@ def sample_grouped_from_logits(
 
     ``block_v`` is the group size when ``group_sizes`` is ``None``.  Returns as :func:`sample_grouped`.
     """
-    request, _ = logits_request(logits, temperature=temperature, seed=seed, num_samples=num_samples,
+    request, V = logits_request(logits, temperature=temperature, seed=seed, num_samples=num_samples,
                                 host_checks=host_checks)  # fmt: skip
+    check_arguments(group_sizes, V, return_logsumexp, blocks=(logits.shape[0], block_b, block_v))
     partials = grouped_partials_from_logits(request, logits, group_sizes=group_sizes, block_b=block_b,
                                             block_v=block_v)  # fmt: skip
-    return finish_grouped(partials, request, return_logsumexp)
+    return finish_grouped(partials, request, return_logsumexp, V)
 
 
 # --------------------------------------------------------------------------------------------

@@ -48,14 +48,21 @@ from ._request import GIVEN_LOGITS, new_request
 from .grouped import _CHUNK_ELEMENTS, _check_row, group_logmass_np, local_samples_np
 from .kernels.flags import FLAG_NO_FINITE
 from .kernels.stage2 import launch_online_merge, launch_reduce_candidates
-from .kernels.tiles import TileConfig
+from .kernels.tiles import TileConfig, logits_tiles
 from .noise import STREAM_ONLINE, merge_coin_np, philox4x32_np, split_seed
 from .twin import sample_twin_many
 
 
 def _normalize_device(device) -> torch.device:
-    """``torch.device`` with an explicit index for CUDA (tensors report ``cuda:0``, not ``cuda``)."""
-    d = torch.device(device)
+    """``torch.device`` with an explicit index for CUDA (tensors report ``cuda:0``, not ``cuda``); a device the
+    kernels run on (``ValueError`` naming ``device`` otherwise)."""
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a torch.device, a str or None, got {type(device).__name__}")
+    try:
+        d = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"device={device!r} is not a device: {exc}") from None
+    check.check_device_type("device", d)
     if d.type == "cuda" and d.index is None:
         d = torch.device("cuda", torch.cuda.current_device())
     return d
@@ -115,10 +122,7 @@ class OnlineSampler:
         device=None,
         host_checks: bool = True,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-            raise TypeError(f"batch_size must be an int >= 1, got {type(batch_size).__name__}")
-        check.check_nonempty("batch_size", batch_size, "B")
-        check.check_counter("batch_size", batch_size)
+        batch_size = check.check_int("batch_size", batch_size, low=1, high=check.MAX_INDEX)
         if device is None and isinstance(temperature, torch.Tensor):
             device = temperature.device
         self.batch_size = batch_size
@@ -133,6 +137,7 @@ class OnlineSampler:
         self._lo, self._hi = split_seed(self.seed)
         self._intervals: list[tuple[int, int]] = []  # consumed [start, end), sorted and merged
         self._next = 0
+        self._hidden: tuple[torch.Tensor, int] | None = None  # the first update's hidden and its version
         if device is not None:
             self._allocate(_normalize_device(device))
 
@@ -180,6 +185,25 @@ class OnlineSampler:
         self._next = end
         return start
 
+    def _check_hidden(self, hidden: torch.Tensor) -> None:
+        """Every :meth:`update` samples one ``softmax(hidden @ W.T / T)``: the same ``hidden`` each time (the same
+        tensor, unmodified, costs nothing; an equal copy costs one comparison, a synchronization on a GPU)."""
+        if self._hidden is None:
+            self._hidden = (hidden, hidden._version)
+            return
+        first, version = self._hidden
+        if hidden.shape[1] != first.shape[1]:
+            raise ValueError(f"hidden has D={hidden.shape[1]} columns but the first chunk's hidden had "
+                             f"D={first.shape[1]}; every update takes the same hidden")  # fmt: skip
+        if first._version != version:
+            raise ValueError("hidden was modified in place since the first chunk; every update takes the same hidden")
+        if hidden is first or (hidden.data_ptr() == first.data_ptr() and hidden.stride() == first.stride()
+                               and hidden.dtype == first.dtype):  # fmt: skip
+            return
+        if hidden.dtype != first.dtype or not torch.equal(hidden, first):
+            raise ValueError("hidden differs from the first chunk's hidden; every update takes the same hidden "
+                             "(an OnlineSampler samples one softmax(hidden @ W.T / T))")  # fmt: skip
+
     def _check_rows(self, name: str, rows: int, device: torch.device) -> None:
         if rows != self.batch_size:
             raise ValueError(f"{name} has B={rows} rows but the sampler was made with batch_size={self.batch_size}")
@@ -197,10 +221,12 @@ class OnlineSampler:
         another device (e.g. pinned host memory) is copied to ``hidden``'s device first.
         """
         both = isinstance(weight_chunk, torch.Tensor) and isinstance(hidden, torch.Tensor)
-        if both and weight_chunk.device != hidden.device:
+        if both and weight_chunk.device != hidden.device and weight_chunk.device.type in check.DEVICE_TYPES:
             weight_chunk = weight_chunk.to(hidden.device, non_blocking=True)
-        B, C, _, device = check.check_lm_head(hidden, weight_chunk)
+        B, C, _, device = check.check_lm_head(hidden, weight_chunk, "weight_chunk")
+        check.check_tiles(tiles)
         self._check_rows("hidden", B, device)
+        self._check_hidden(hidden)
         if C == 0:
             return
         start = self._claim(start, C)
@@ -210,8 +236,8 @@ class OnlineSampler:
     def update_logits(self, logits_chunk: torch.Tensor, *, start: int | None = None,
                       block_b: int | None = None, block_v: int | None = None) -> None:  # fmt: skip
         """Merge given logits ``[B, C]`` for the global columns ``start .. start + C - 1`` (``-inf`` masks)."""
-        check.check_tensor("logits_chunk", logits_chunk, ndim=2)
-        B, C = logits_chunk.shape
+        B, C = check.check_logits(logits_chunk, "logits_chunk", allow_empty=True)
+        logits_tiles(B, C, block_b, block_v)  # the block sizes, checked before any work
         self._check_rows("logits_chunk", B, logits_chunk.device)
         if C == 0:
             return
@@ -235,14 +261,18 @@ class OnlineSampler:
         Raises ``ValueError`` if nothing was merged, and with ``host_checks`` for NaN/inf logits
         or a row with no finite logit.
         """
+        if vocab_size is not None:
+            vocab_size = check.check_int("vocab_size", vocab_size, low=1, high=check.MAX_COUNTER + 1)
         if not self._intervals:
             raise ValueError("OnlineSampler.result(): no chunk was merged yet; call update() or update_logits() first")
-        if vocab_size is not None and self._intervals != [(0, int(vocab_size))]:
+        if vocab_size is not None and self._intervals != [(0, vocab_size)]:
             raise ValueError(f"the merged chunks cover {self._intervals[:4]}, not [0, vocab_size={vocab_size})")
         if self.host_checks:
             flags = self._flags | torch.where(self._logmass == -math.inf, FLAG_NO_FINITE, 0).to(torch.int32)
             self._request.finish(flags)
-        return OnlineResult(self._index.clone(), self._logmass.clone())
+        # Clamped into the merged columns' range (a row of NaN scores may pick a chunk tile's padding column).
+        tokens = self._index.clamp(self._intervals[0][0], self._intervals[-1][1] - 1)
+        return OnlineResult(tokens, self._logmass.clone())
 
 
 def sample_online(
@@ -260,8 +290,8 @@ def sample_online(
 
     Returns ``tokens [B, S]`` (int64), or ``(tokens, logsumexp)`` with ``return_logsumexp``.
     """
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size={chunk_size!r} must be an int >= 1")
+    chunk_size = check.check_int("chunk_size", chunk_size, low=1)
+    return_logsumexp = check.check_flag("return_logsumexp", return_logsumexp)
     B, V, _, device = check.check_lm_head(hidden, weight)
     check.check_nonempty("weight", V, "V")
     sampler = OnlineSampler(

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import flashsampling
 from flashsampling.distributed import (
@@ -33,6 +32,7 @@ from flashsampling.distributed import (
 from flashsampling.grouped import logmass_tolerance, sample_grouped, sample_grouped_from_logits
 from flashsampling.reference import logsumexp, softmax
 from flashsampling.twin import sample_twin_many
+from tests.spawn import run_world
 
 ALPHA = 1e-6
 STAT_CHECKS = 4  # normal, masked with zero-mass and empty shards, many-tail (2)
@@ -41,6 +41,8 @@ B, V, D, S, SEED = 3, 700, 40, 3, 4321
 SHARDS = {1: [700], 2: [300, 400], 4: [100, 0, 333, 267]}  # uneven, not tile-aligned, one empty
 TILES = flashsampling.TileConfig(16, 64, 16)
 SEED_NONE_TORCH_SEED = 123
+#: Seconds a spawned world may take (a hang fails the test; the worlds take 20-60 s on two busy cores).
+WORLD_DEADLINE_S = 600
 
 
 def _inputs():
@@ -114,7 +116,7 @@ def tp_results(tmp_path_factory, device) -> dict:
         if world == 1:
             _worker(0, 1, init_file, str(tmp), dev)
         else:
-            mp.spawn(_worker, args=(world, init_file, str(tmp), dev), nprocs=world, join=True)
+            run_world(_worker, world, (world, init_file, str(tmp), dev), deadline=WORLD_DEADLINE_S)
         out[world] = [torch.load(tmp / f"rank{r}.pt") for r in range(world)]
     return out
 

@@ -47,7 +47,7 @@ def test_exact_sampler_passes_the_same_checks(name):
     m = M.mutant(name)
     case = m.the_case
     n = M.planned_n(name, ALPHA)
-    x = S.exact_inverse_cdf(case.logits, case.temperature, n, m.seed + M.EXACT_SEED_OFFSET)
+    x = M.exact_sampler(case)(case.logits, case.temperature, n, m.seed + M.EXACT_SEED_OFFSET)
     fam = run_suite(x, case, alpha=ALPHA, paired=m.paired)
     assert fam.passed, fam.table()
 
@@ -148,3 +148,41 @@ def test_budgets_are_well_formed():
 def test_lookup_error():
     with pytest.raises(KeyError, match="no mutant named"):
         M.mutant("nope")
+
+
+# --------------------------------------------------------------------------------------------
+# The target mutants (truncation and speculative)
+# --------------------------------------------------------------------------------------------
+
+
+def test_target_cases_put_a_token_on_each_threshold():
+    """The ties and min-p cases hold tokens exactly at the cut, without which the conventions agree."""
+    from verification.mutants.catalogue import MIN_P, TIES_K
+
+    cases = M.mutant_cases()
+    z = cases["topk20-ties-V1000"].logits
+    kth = np.sort(z)[::-1][TIES_K - 1]
+    assert (z > kth).sum() < TIES_K < (z >= kth).sum()
+    zm = cases["minp-boundary-V1000"].logits
+    assert (np.exp(zm - zm.max()) == MIN_P).sum() == 8
+    for name in ("top-k-ties-by-index", "min-p-strict"):
+        m = M.mutant(name)
+        assert not np.allclose(m.law(m.the_case), m.the_case.probs)
+
+
+def test_speculative_residuals():
+    """The exact residual gives back p (the step is exact); each defective one sums to 1 and does not."""
+    from verification.mutants import speculative as SP
+
+    case = M.mutant_cases()["spec-tail17-V32768"]
+    p = softmax(case.logits)
+    q = SP.draft_probs(case.logits)
+    assert q.sum() == pytest.approx(1.0) and q[0] == 0.5 and (q[1:1025] > 0).all() and (q[1025:] == 0).all()
+    assert np.allclose(SP.law("exact")(case), p, rtol=1e-9, atol=1e-15)
+    for kind in ("unnormalized", "float16", "target"):
+        r = SP.residual_of(p, q, kind)
+        assert r.sum() == pytest.approx(1.0) and (r >= 0).all()
+        assert not np.allclose(SP.law(kind)(case), p, rtol=1e-3, atol=0), kind
+    assert SP.draft_probs(np.zeros(1)).tolist() == [1.0]
+    with pytest.raises(ValueError, match="residual must be one of"):
+        SP.sampler("float8")

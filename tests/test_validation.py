@@ -10,7 +10,7 @@ import torch
 
 import flashsampling
 from flashsampling._request import new_request
-from flashsampling._validate import host_inverse_temperature
+from flashsampling._validate import check_same_device, host_inverse_temperature
 from flashsampling.grouped import grouped_partials
 from flashsampling.kernels.flags import FLAG_BAD_TEMPERATURE
 from flashsampling.kernels.hardware import tma_compatible
@@ -101,9 +101,10 @@ def test_sample_rejects_shapes(make, exc, msg, device):
 
 def test_device_mismatch():
     h, w = _hw("cpu")
-    meta = w.to("meta")
+    with pytest.raises(ValueError, match="weight.device=meta is not supported"):
+        flashsampling.sample(h, w.to("meta"))
     with pytest.raises(ValueError, match="one device"):
-        flashsampling.sample(h, meta)
+        check_same_device(hidden=h, weight=w.to("meta"))
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf], ids=["nan", "+inf"])

@@ -2,22 +2,33 @@
 
 Public API (a contract)
 -----------------------
+check_sampler(sampler, logits, *, target="softmax", temperature=1.0, alpha=1e-3, power=0.99, tv=None,
+              budget_s=None, seed=0) -> SamplerReport
+    A sampler written anywhere against the exact law of its logits: the whole battery under one Holm
+    family, sizes planned for a deviation or a time budget (``docs/verify-your-sampler.md``).
 goodness_of_fit(samples, probs, *, alpha=1e-6, power=0.99) -> GofResult
     Pearson chi-square with pooling of rare categories (never dropped).
-assert_samples_match(samples, probs, *, alpha=1e-6)
-    AssertionError with a readable diagnosis when the draws do not match.
+assert_samples_match(samples, probs, *, alpha=1e-6, power=0.99, tail="auto")
+    AssertionError with a readable diagnosis when the draws do not match (chi-square, per-category and
+    the two-sided tail test).
 required_samples(tv, num_categories, *, alpha, power) -> int
 min_detectable_tv(n, num_categories, *, alpha, power) -> float
-    The planning pair of the chi-square test.
+    The planning pair of the chi-square test for an unknown law (``V - 1`` degrees of freedom);
+    ``required_gof_samples(tv, probs)`` / ``min_detectable_gof_tv(n, probs)`` plan at the bins the test
+    forms for a known law.
+verification.adapters
+    NumPy, torch-generator and JAX samplers to the protocol of ``check_sampler``.
 verification.strategies
     Hypothesis strategies for adversarial logits and temperatures (imports hypothesis).
 verification.pytest_plugin
-    pytest fixtures (``sampler_check``), registered through the ``pytest11`` entry point.
+    pytest fixtures (``sampler_check``, ``sampler_checker``), registered through the ``pytest11`` entry point.
 
 Every test (``verification.stats.*``) states two error rates: ``alpha``, the probability that an
 exact sampler fails, and ``power``, the probability that a sampler off by at least the reported
-``min_detectable`` deviation fails; each has a planning twin (the deviation detectable at ``n``, and
-the ``n`` for a deviation).  ``Family`` applies Holm's correction under a declared family-wise alpha.
+``min_detectable`` deviation fails; each has planning twins named ``min_detectable_<test>_<measure>``
+(the deviation detectable at ``n``) and ``required_<test>_samples`` (the ``n`` for a deviation).  Every
+result unpacks as ``statistic, pvalue = result``, like SciPy's.  ``Family`` applies Holm's correction
+under a declared family-wise alpha.
 
 Modules
 -------
@@ -27,6 +38,7 @@ Modules
 * ``cases``, ``variants`` - the main job's logits cases and the samplers it verifies;
 * ``suite`` - the tests one sampler faces on one case (``run_suite``);
 * ``engine`` - every (variant, case) through the suite into one family (``run_battery``);
+* ``check/``, ``adapters`` - ``check_sampler``: a sampler written anywhere through the same suite;
 * ``report``, ``markdown`` - the report folder (report.md, report.json, plots); every markdown page;
 * ``__main__`` - the main job's command line (``python -m verification``);
 * ``detection`` - the draws at which the suite detects a sampler of known law;
@@ -38,9 +50,10 @@ Modules
 """
 
 from .assertions import assert_samples_match
+from .check import CheckedTest, SamplerReport, check_sampler
 from .counts import Counts, count_samples
 from .family import Family, holm
-from .planning import min_detectable_tv, required_samples
+from .planning import min_detectable_gof_tv, min_detectable_tv, required_gof_samples, required_samples
 from .results import Deviation, GofResult, StatResult
 from .stats.categories import CategoryResult, category_test
 from .stats.cdf import CdfResult, dkwm_cdf_test
@@ -48,13 +61,21 @@ from .stats.exact import ExactResult, exact_multinomial
 from .stats.gof import g_test, goodness_of_fit, pearson_chisquare
 from .stats.gumbel import GumbelResult, gumbel_max_test
 from .stats.homogeneity import HomogeneityResult, homogeneity_test
-from .stats.independence import IndependenceResult, independence_test, serial_independence_test
+from .stats.independence import (
+    IndependenceResult,
+    LagScanResult,
+    independence_test,
+    lag_scan_test,
+    serial_independence_test,
+)
+from .stats.support import SupportResult, support_test
 from .stats.tails import TailResult, tail_mask, tail_mass_test
 from .stats.ties import TieResult, tie_bias_test
 
 __all__ = [
     "CategoryResult",
     "CdfResult",
+    "CheckedTest",
     "Counts",
     "Deviation",
     "ExactResult",
@@ -63,11 +84,15 @@ __all__ = [
     "GumbelResult",
     "HomogeneityResult",
     "IndependenceResult",
+    "LagScanResult",
+    "SamplerReport",
     "StatResult",
+    "SupportResult",
     "TailResult",
     "TieResult",
     "assert_samples_match",
     "category_test",
+    "check_sampler",
     "count_samples",
     "dkwm_cdf_test",
     "exact_multinomial",
@@ -77,10 +102,14 @@ __all__ = [
     "holm",
     "homogeneity_test",
     "independence_test",
+    "lag_scan_test",
+    "min_detectable_gof_tv",
     "min_detectable_tv",
     "pearson_chisquare",
+    "required_gof_samples",
     "required_samples",
     "serial_independence_test",
+    "support_test",
     "tail_mask",
     "tail_mass_test",
     "tie_bias_test",

@@ -1,4 +1,8 @@
-"""The main job: ``python -m verification`` (console script ``flashsampling-verify``).
+"""The main job: ``python -m verification`` (console script ``flashsampling-verify``); and ``check``.
+
+``flashsampling-verify check pkg.module:function [--logits file.npy | --case NAME] [--target ...]
+[--budget S] [--out DIR]`` checks one importable sampler instead (:mod:`verification.check.cli`); every
+other first argument runs the main job below.
 
 Runs every variant present (fused kernel, its NumPy twin, grouped/online/TP, the float64 reference as
 a control) on every case of the battery (``verification.cases``) through the suite, all tests in one
@@ -84,7 +88,8 @@ def _names(text: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of the main job."""
-    ap = argparse.ArgumentParser(prog="flashsampling-verify", description=__doc__.split("\n\n")[1].replace("\n", " "))
+    ap = argparse.ArgumentParser(prog="flashsampling-verify", description=__doc__.split("\n\n")[2].replace("\n", " "),
+                                 epilog="flashsampling-verify check --help: check one sampler of your own")  # fmt: skip
     ap.add_argument("--out", type=Path, default=Path("report"), help="report folder (default: report/)")
     ap.add_argument("--alpha", type=_alpha, default=1e-3, help="family-wise false-alarm rate (default 1e-3)")
     ap.add_argument("--budget", type=_budget, default=None,
@@ -111,6 +116,11 @@ def _select(ap: argparse.ArgumentParser, option: str, wanted: list[str] | None, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in[:1] == ["check"]:
+        from .check.cli import main as check_main
+
+        return check_main(args_in[1:])
     t_start = _process_start() if argv is None else time.perf_counter()
     ap = build_parser()
     args = ap.parse_args(argv)

@@ -97,6 +97,19 @@ _ENTRIES = (
     # sampler ignores the temperature on hot-V1000-T2.
     _B("verification.main.exact", seed=3301, n=2_000_000, alpha=3 * 1e-3),
     _B("verification.main.planted", seed=3301, n=400_000, alpha=1e-3, kind="planted"),
+    # tests/verification/test_lag_scan.py: the lag scan, range test, far tail and assert_samples_match's tail
+    # test on exact draws (null) and on planted defects (overlaps, impossible mass, a starved tail).
+    _B("verification.lag_scan.exact", seed=3501, n=4_000, alpha=7 * 1e-6),
+    _B("verification.lag_scan.planted", seed=3502, n=2_016, alpha=1e-6, kind="planted"),
+    # tests/verification/test_check*.py: check_sampler on exact samplers (family-wise alpha 1e-3 each; the count
+    # is in the alpha) and on planted defects, each of which must fail.
+    # Eighteen runs at 1e-3 (seven in test_check.py, four in test_check_targets.py, four in
+    # test_check_adapters.py, one in test_check_cli.py, the two doctests) and ten plugin checks at 1e-6.
+    _B("verification.check.exact", seed=3401, n=10_040, alpha=18 * 1e-3 + 10 * 1e-6),
+    _B("verification.check.planted", seed=3402, n=10_040, alpha=1e-3, kind="planted"),
+    # tests/verification/test_check_calibration.py: the recorded false-alarm rate of check_sampler within its
+    # binomial band, a check at level calibration.CHECK_LEVEL (its seeds are the calibration script's).
+    _B("verification.check.calibration", seed=20261202, n=1000, alpha=1e-3),
     # tests/verification/test_calibration.py: each calibration check is a test at level 1e-3;
     # 11 tests x (KS + 2 rates) and 39 power checks (planted biases at alpha = 1e-3).
     _B("verification.calibration.null", seed=20240601, n=500, alpha=33 * 1e-3),

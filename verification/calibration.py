@@ -16,6 +16,13 @@ Replicates are simulated at the level of counts (``rng.multinomial``), which has
 is a hypothesis test of its own at level ``CHECK_LEVEL``; with fixed seeds the outcome is
 deterministic.  ``python -m verification.calibration --out docs/calibration.md`` writes the report
 (rendered by :func:`verification.markdown.calibration_page`).
+
+The page's last section calibrates :func:`verification.check_sampler` as a whole (:func:`check_sampler_null`):
+``--check-runs`` null runs of the entire battery (every test of two rows, the lag scans, under one Holm
+family at ``alpha = 0.05``) on an exact NumPy sampler, with seeds that keep the runs independent; the
+family-wise false-alarm rate must be at most ``alpha`` within its binomial band.  The lag scan's own rows
+(:func:`lag_scan_spec`: its null p-values and its power at the claimed deviation, shifted overlaps at
+shifts +1, -8 and 0) run there too, not in the test suite's parametrized checks.
 """
 
 from __future__ import annotations
@@ -31,19 +38,25 @@ import numpy as np
 from scipy import optimize, stats
 
 from . import planted
+from ._validate import check_int
 from .binning import pool_small_bins
 from .counts import Counts
 from .markdown import calibration_page
 from .planning import ks_min_detectable
-from .stats.categories import category_min_detectable_shift, category_test
-from .stats.cdf import cdf_min_detectable, dkwm_cdf_test
-from .stats.exact import exact_min_detectable_tv, exact_multinomial
+from .stats.categories import category_test, min_detectable_category_shift
+from .stats.cdf import dkwm_cdf_test, min_detectable_cdf_distance
+from .stats.exact import exact_multinomial, min_detectable_exact_tv
 from .stats.gof import g_test, min_detectable_tv, pearson_chisquare
 from .stats.gumbel import gumbel_max_test, gumbel_shift_distance
-from .stats.homogeneity import homogeneity_min_detectable_tv, homogeneity_test
-from .stats.independence import independence_min_detectable_tv, independence_test
-from .stats.tails import tail_mass_test, tail_min_detectable_deficit
-from .stats.ties import tie_bias_test, tie_min_detectable_shift
+from .stats.homogeneity import homogeneity_test, min_detectable_homogeneity_tv
+from .stats.independence import (
+    independence_test,
+    lag_scan_test,
+    min_detectable_independence_tv,
+    min_detectable_lag_scan_tv,
+)
+from .stats.tails import min_detectable_tail_deficit, tail_mass_test
+from .stats.ties import min_detectable_tie_shift, tie_bias_test
 
 #: Level of each calibration check (KS uniformity, false-alarm rate, power): a correct test fails a
 #: check with probability at most this (per check, before fixing the seed).
@@ -188,7 +201,7 @@ def _exact_spec() -> Spec:
         return _pvalues_from_counts(lambda c: exact_multinomial(c, p, alpha=a).pvalue, q, n)
 
     def biases(a):
-        tv = exact_min_detectable_tv(n, p, alpha=a, power=TARGET_POWER)
+        tv = min_detectable_exact_tv(n, p, alpha=a, power=TARGET_POWER)
         out = [
             Bias("to category 2 from the others", tv, pv(planted.transfer(p, tv, 2), a)),
             Bias("to category 1 from the others", tv, pv(planted.transfer(p, tv, 1), a)),
@@ -204,7 +217,7 @@ def _exact_spec() -> Spec:
         "V=3, p=(.5,.3,.2), n=30",
         True,
         pv(p, 0.5),
-        lambda a: exact_min_detectable_tv(n, p, alpha=a, power=TARGET_POWER),
+        lambda a: min_detectable_exact_tv(n, p, alpha=a, power=TARGET_POWER),
         biases,
     )
 
@@ -217,7 +230,7 @@ def _cdf_spec() -> Spec:
         return _pvalues_from_counts(lambda c: dkwm_cdf_test(c, p, alpha=a).pvalue, q, n)
 
     def biases(a):
-        d = cdf_min_detectable(n, alpha=a, power=TARGET_POWER)
+        d = min_detectable_cdf_distance(n, alpha=a, power=TARGET_POWER)
         return [
             Bias("first -> last", d, pv(planted.cdf_shift(p, d), a)),
             Bias("first -> middle", d, pv(planted.cdf_shift(p, d, to=25), a)),
@@ -229,7 +242,7 @@ def _cdf_spec() -> Spec:
         "V=50 geometric, n=2000, index order",
         True,
         pv(p, 0.5),
-        lambda a: cdf_min_detectable(n, alpha=a, power=TARGET_POWER),
+        lambda a: min_detectable_cdf_distance(n, alpha=a, power=TARGET_POWER),
         biases,
     )
 
@@ -247,7 +260,7 @@ def _homogeneity_spec() -> Spec:
         return draw
 
     def biases(a):
-        tv = homogeneity_min_detectable_tv(n, n, p.size, alpha=a, power=TARGET_POWER)
+        tv = min_detectable_homogeneity_tv(n, n, p.size, alpha=a, power=TARGET_POWER)
         return [
             Bias("proportional (worst case)", tv, pv(planted.proportional(p, tv), a)),
             Bias("temperature tilt", tv, pv(planted.tilt(p, tv), a)),
@@ -259,7 +272,7 @@ def _homogeneity_spec() -> Spec:
         "V=30 geometric, n=3000 + 3000",
         False,
         pv(p, 0.5),
-        lambda a: homogeneity_min_detectable_tv(n, n, p.size, alpha=a, power=TARGET_POWER),
+        lambda a: min_detectable_homogeneity_tv(n, n, p.size, alpha=a, power=TARGET_POWER),
         biases,
     )
 
@@ -287,7 +300,7 @@ def _tail_spec() -> Spec:
         return q
 
     def biases(a):
-        r = tail_min_detectable_deficit(n, p_t, alpha=a, power=TARGET_POWER)
+        r = min_detectable_tail_deficit(n, p_t, alpha=a, power=TARGET_POWER)
         return [
             Bias("uniform tail deficit", r, pv(with_tail(0.5, 0.5, r), a)),
             Bias("far half starved", r, pv(with_tail(1.0, 0.0, r), a)),
@@ -299,7 +312,7 @@ def _tail_spec() -> Spec:
         f"5 head + 2000 tail tokens 8 nats below (p_T={p_t:.4f}), n=5000",
         True,
         pv(p, 0.5),
-        lambda a: tail_min_detectable_deficit(n, p_t, alpha=a, power=TARGET_POWER),
+        lambda a: min_detectable_tail_deficit(n, p_t, alpha=a, power=TARGET_POWER),
         biases,
     )
 
@@ -373,7 +386,7 @@ def _tie_spec() -> Spec:
         return q
 
     def biases(a):
-        d = tie_min_detectable_shift(n, v, alpha=a, power=TARGET_POWER)
+        d = min_detectable_tie_shift(n, v, alpha=a, power=TARGET_POWER)
         return [
             Bias("lower half favoured", d, pv(halves(d), a)),
             Bias("upper half favoured", d, pv(halves(-d), a)),
@@ -385,7 +398,7 @@ def _tie_spec() -> Spec:
         "flat logits, V=101, n=5000",
         True,
         pv(p, 0.5),
-        lambda a: tie_min_detectable_shift(n, v, alpha=a, power=TARGET_POWER),
+        lambda a: min_detectable_tie_shift(n, v, alpha=a, power=TARGET_POWER),
         biases,
     )
 
@@ -408,7 +421,7 @@ def _category_spec() -> Spec:
         q_miss[j] = 0.0
         q_miss /= q_miss.sum()
         k = 50
-        down, up = category_min_detectable_shift(n, float(p[k]), v, alpha=a, power=TARGET_POWER)
+        down, up = min_detectable_category_shift(n, float(p[k]), v, alpha=a, power=TARGET_POWER)
         q_up = planted.transfer(p, up, k)
         q_down = p * (1 + down / (1 - p[k]))
         q_down[k] = p[k] - down
@@ -458,7 +471,7 @@ def _independence_spec() -> Spec:
         return (1 - e) * base + e * coupling
 
     def biases(a):
-        tv = independence_min_detectable_tv(n, v, v, alpha=a, power=TARGET_POWER)
+        tv = min_detectable_independence_tv(n, v, v, alpha=a, power=TARGET_POWER)
         copy = np.diag(p)
         shift = np.roll(np.diag(p), 1, axis=1)
         halves = np.zeros((v, v))
@@ -477,7 +490,47 @@ def _independence_spec() -> Spec:
         "V=10 geometric pairs, n=5000 pairs",
         False,
         pv(base, 0.5),
-        lambda a: independence_min_detectable_tv(n, v, v, alpha=a, power=TARGET_POWER),
+        lambda a: min_detectable_independence_tv(n, v, v, alpha=a, power=TARGET_POWER),
+        biases,
+    )
+
+
+def lag_scan_spec() -> Spec:
+    """The lag scan (:func:`verification.stats.independence.lag_scan_test`, 17 shifts) on two streams."""
+    v = 10
+    p = _geometric(v, 0.2)
+    n = 2000
+    k = 8
+
+    def pv(lag: int | None, e: float, a: float) -> Draw:
+        def draw(rng, r):
+            out = []
+            for _ in range(r):
+                x = rng.choice(v, n + 2 * k, p=p)
+                y = rng.choice(v, n + 2 * k, p=p)
+                if lag is not None:  # y[j] = x[j + lag] with probability e: an overlap at shift ``lag``
+                    j = np.arange(max(0, -lag), min(y.size, x.size - lag))
+                    copy = j[rng.random(j.size) < e]
+                    y[copy] = x[copy + lag]
+                out.append(lag_scan_test(x, y, num_categories=v, max_lag=k, alpha=a).pvalue)
+            return np.array(out)
+
+        return draw
+
+    def claim(a):
+        return min_detectable_lag_scan_tv(n + 2 * k, p, p, max_lag=k, alpha=a, power=TARGET_POWER)
+
+    def biases(a):
+        tv = claim(a)
+        e = tv / (1.0 - float(np.sum(p * p)))  # the overlap's TV from independence is e (1 - sum p_i**2)
+        return [Bias(f"overlap at shift {lag:+d}", tv, pv(lag, e, a)) for lag in (1, -8, 0)]
+
+    return Spec(
+        "lag scan (17 shifts)",
+        f"V={v} geometric, two streams of {n + 2 * k} draws, shifts -{k}..{k}",
+        True,
+        pv(None, 0.0, 0.5),
+        claim,
         biases,
     )
 
@@ -547,11 +600,13 @@ def run(
     alphas: tuple[float, ...] = (1e-3,),
     seed: int = 20240601,
     only: list[str] | None = None,
+    extra: bool = False,
 ) -> Report:
-    """Calibrate every test (or those named in ``only``); deterministic for a fixed ``seed``."""
+    """Calibrate every test (or those named in ``only``); deterministic for a fixed ``seed``.  ``extra`` adds
+    the specs that only this script runs (:func:`lag_scan_spec`)."""
     t0 = time.perf_counter()
     report = Report()
-    for k, spec in enumerate(specs()):
+    for k, spec in enumerate(specs() + ([lag_scan_spec()] if extra else [])):
         if only and spec.name not in only:
             continue
         report.null.append(check_null(spec, null_replicates, seed + 101 * k))
@@ -559,6 +614,117 @@ def run(
             report.power += check_power(spec, power_replicates, seed + 101 * k + 13 * (j + 1), a)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+# ---------------------------------------------------------------------------------------------
+# check_sampler: the whole battery on an exact sampler
+# ---------------------------------------------------------------------------------------------
+
+#: Family-wise alpha of the calibrated check_sampler runs (0.05: the binomial band is informative).
+CHECK_ALPHA = 0.05
+#: Total variation the calibrated runs are planned for (about 10**4 draws a row: 0.3 s a run).
+CHECK_TV = 0.1
+#: Seed stride between runs: a run uses seeds ``s .. s + 65539``, so runs ``70000`` apart share no call.
+CHECK_SEED_STRIDE = 70_000
+#: Runs whose verdict and smallest Holm-adjusted p-value the page records (and a test re-runs).
+CHECK_RECORDED = 3
+
+
+def check_sampler_case() -> np.ndarray:
+    """The calibrated logits ``[2, 256]``: row 0 has 4 tied maxima, 12 tokens N(0, 1) and 240 tokens 8.5 nats
+    below the top (so the tie and tail tests run); row 1 is N(0, 1.5**2)."""
+    rng = np.random.default_rng(20261202)
+    z = np.empty((2, 256), np.float32)
+    z[0, :4] = 1.0
+    z[0, 4:16] = rng.normal(0, 1, 12)
+    z[0, 16:] = -7.5
+    z[1] = rng.normal(0, 1.5, 256)
+    return z
+
+
+def check_sampler_run(seed: int):
+    """One null run: :func:`verification.check.examples.inverse_cdf` (exact) through ``check_sampler``."""
+    from .check import check_sampler, examples
+
+    return check_sampler(examples.inverse_cdf, check_sampler_case(), alpha=CHECK_ALPHA, tv=CHECK_TV, seed=seed)
+
+
+@dataclass
+class CheckRow:
+    """The measured family-wise false-alarm rate of ``check_sampler`` on an exact sampler."""
+
+    runs: int
+    failures: int
+    pvalue: float  # P(Bin(runs, alpha) >= failures): "the rate is at most alpha"
+    band: float  # the rate that P(Bin(runs, alpha) >= .) = CHECK_LEVEL reaches
+    tests: int
+    n: int
+    stream: int
+    seed: int
+    seconds: float
+    by_test: dict[str, int]
+    recorded: list[tuple[int, bool, float]]
+
+    @property
+    def rate(self) -> float:
+        return self.failures / self.runs
+
+    @property
+    def ok(self) -> bool:
+        return self.pvalue > CHECK_LEVEL
+
+
+def check_sampler_null(runs: int, seed: int = 20261202) -> CheckRow:
+    """``runs`` independent null runs of :func:`check_sampler_run` (run ``r`` at seed ``seed + 70000 r``)."""
+    runs = check_int(runs, "runs")
+    t0 = time.perf_counter()
+    failures = 0
+    by_test: dict[str, int] = {}
+    recorded = []
+    report = None
+    for r in range(runs):
+        report = check_sampler_run(seed + CHECK_SEED_STRIDE * r)
+        failures += not report.passed
+        for t in report.failures():
+            by_test[t.name] = by_test.get(t.name, 0) + 1
+        if r < CHECK_RECORDED:
+            recorded.append((seed + CHECK_SEED_STRIDE * r, report.passed, min(t.adjusted_pvalue for t in report.tests)))
+    pvalue = float(stats.binom.sf(failures - 1, runs, CHECK_ALPHA))
+    band = float(stats.binom.isf(CHECK_LEVEL, runs, CHECK_ALPHA)) / runs
+    return CheckRow(runs, failures, pvalue, band, len(report.tests), report.n, report.stream, seed,
+                    time.perf_counter() - t0, by_test, recorded)  # fmt: skip
+
+
+def check_sampler_section(row: CheckRow, command: str) -> str:
+    """The page's section on ``check_sampler`` as a whole (its numbers are checked by
+    ``tests/verification/test_check_calibration.py``)."""
+    seeds = ", ".join(f"{s}: {'pass' if ok else 'FAIL'}, smallest Holm p {p:.6g}" for s, ok, p in row.recorded)
+    causes = ", ".join(f"`{k}` {v}" for k, v in sorted(row.by_test.items(), key=lambda kv: (-kv[1], kv[0])))
+    return "\n".join([
+        "",
+        "## check_sampler: the whole battery on an exact sampler",
+        "",
+        f"Measured by `{command}` in {row.seconds:.0f} s ({'ok' if row.ok else 'NOT OK'}): {row.runs} independent "
+        f"runs of `verification.check_sampler` on `verification.check.examples.inverse_cdf` (float64 inverse CDF, "
+        f"exact) with the logits of `calibration.check_sampler_case()` (two rows of V = 256: four tied maxima and "
+        f"240 tokens 8.5 nats down in row 0, so the tie and tail tests run), `tv = {CHECK_TV}`, family-wise "
+        f"alpha = {CHECK_ALPHA}. Each run is the whole battery: {row.tests} tests under one Holm family "
+        f"(n = {row.n} draws a row, lag scans on streams of {row.stream}); run r uses seed "
+        f"{row.seed} + {CHECK_SEED_STRIDE} r, so no two runs share a call.",
+        "",
+        "| runs | family-wise false alarms | rate | alpha | P(Bin(runs, alpha) >= false alarms) | "
+        f"rate at level {CHECK_LEVEL:g} | ok |",
+        "|---:|---:|---:|---:|---:|---:|---|",
+        f"| {row.runs} | {row.failures} | {row.rate:.4f} | {CHECK_ALPHA} | {row.pvalue:.3g} | {row.band:.4f} | "
+        f"{'yes' if row.ok else 'NO'} |",
+        "",
+        f"- false alarms by test: {causes or 'none'}",
+        f"- first runs (seed: verdict, smallest Holm-adjusted p-value): {seeds}",
+        "- The rate sits below alpha: Holm is exact only when one test carries the whole family, and several "
+        "members are conservative (DKWM, the per-category Holm, the Bonferroni lag scans, the range test, "
+        "which never fails an exact sampler).",
+        "",
+    ])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -569,15 +735,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--alphas", type=float, nargs="+", default=[1e-3, 1e-6], help="alphas of the power checks")
     ap.add_argument("--seed", type=int, default=20240601)
     ap.add_argument("--only", nargs="*", default=None, help="test names to run (default: all)")
+    ap.add_argument("--check-runs", type=int, default=1000,
+                    help="null runs of the whole check_sampler battery (default 1000; 0: no such section)")  # fmt: skip
     args = ap.parse_args(argv)
-    report = run(args.null, args.power, tuple(args.alphas), args.seed, args.only)
+    report = run(args.null, args.power, tuple(args.alphas), args.seed, args.only, extra=args.check_runs > 0)
     command = "python -m verification.calibration" + (f" --out {args.out}" if args.out else "")
     text = calibration_page(report, command, check_level=CHECK_LEVEL, target_power=TARGET_POWER)
+    check = None
+    if args.check_runs > 0:
+        check = check_sampler_null(args.check_runs)
+        text = text.rstrip("\n") + "\n" + check_sampler_section(check, command)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
     print(text)
-    return 0 if report.ok else 1
+    return 0 if report.ok and (check is None or check.ok) else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

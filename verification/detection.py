@@ -11,9 +11,9 @@ twin:
   rule forms at ``n`` (the planning module's law with the actual divergence instead of the worst-case
   ``4 tv**2``), ``n`` the smallest with ``lambda >= lambda*(dof, alpha / m, power)``;
 * DKWM: the Kolmogorov distance of ``q`` from ``p`` in the test's order, through
-  :func:`verification.stats.cdf.cdf_required_samples`;
-* per-category: the largest missing category (``category_required_samples``) and the most
-  shifted ones (``category_min_detectable_shift``);
+  :func:`verification.stats.cdf.required_cdf_samples`;
+* per-category: the largest missing category (``required_category_samples``) and the most
+  shifted ones (``min_detectable_category_shift``);
 * tail and ties: the exact binomial planning of their modules (the side of the two-sided tail test
   that the deviation is on, at ``alpha / (2m)``; the lower-half shift of the tie test);
 * pairs: the contingency noncentrality of the joint law coarsened to the rank classes the test forms
@@ -36,10 +36,10 @@ from .binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
 from .cases import Case
 from .planning import chi2_noncentrality, smallest_n
 from .stats._binomial import detectable_shifts
-from .stats.categories import category_min_detectable_shift, category_required_samples
-from .stats.cdf import category_order, cdf_required_samples
+from .stats.categories import min_detectable_category_shift, required_category_samples
+from .stats.cdf import category_order, required_cdf_samples
 from .stats.independence import MAX_BUCKETS
-from .stats.ties import tie_required_samples
+from .stats.ties import required_tie_samples
 from .suite import suite_names
 
 __all__ = ["Detection", "plan_detection"]
@@ -123,7 +123,7 @@ def _cdf_n(p: np.ndarray, q: np.ndarray, order: str, a: float, power: float) -> 
     d = float(np.max(np.abs(np.cumsum((q - p)[perm]))))
     if d <= 1e-15:
         return math.inf, "none"
-    return float(cdf_required_samples(min(d, 1.0), alpha=a, power=power)), f"Kolmogorov distance {d:.3g}"
+    return float(required_cdf_samples(min(d, 1.0), alpha=a, power=power)), f"Kolmogorov distance {d:.3g}"
 
 
 def _category_n(p: np.ndarray, q: np.ndarray, a: float, power: float) -> tuple[float, str]:
@@ -132,7 +132,7 @@ def _category_n(p: np.ndarray, q: np.ndarray, a: float, power: float) -> tuple[f
     missing = (p > 0) & (q <= 0)
     if missing.any():
         i = int(np.flatnonzero(missing)[np.argmax(p[missing])])
-        best = float(category_required_samples(float(p[i]), v, alpha=a))
+        best = float(required_category_samples(float(p[i]), v, alpha=a))
         text = f"token {i} (p={p[i]:.3g}) never drawn"
     live = (p > 0) & (q > 0) & (p < 1)
     score = np.where(live, np.abs(q - p) / np.sqrt(np.where(live, p, 1.0)), 0.0)
@@ -142,7 +142,7 @@ def _category_n(p: np.ndarray, q: np.ndarray, a: float, power: float) -> tuple[f
         pi, qi = float(p[i]), float(q[i])
 
         def pred(n: int, pi=pi, qi=qi) -> bool:
-            down, up = category_min_detectable_shift(n, pi, v, alpha=a, power=power)
+            down, up = min_detectable_category_shift(n, pi, v, alpha=a, power=power)
             return (pi - qi) >= down if qi < pi else (qi - pi) >= up
 
         n = _search(pred)
@@ -169,7 +169,7 @@ def _tie_n(p: np.ndarray, q: np.ndarray, support: np.ndarray, a: float, power: f
     shift = abs(q_l - p_l)
     if shift <= 1e-15:
         return math.inf, "none"
-    n = tie_required_samples(min(shift, 0.5), m, alpha=a, power=power)
+    n = required_tie_samples(min(shift, 0.5), m, alpha=a, power=power)
     return float(n), f"lower-half mass {q_l:.4f} vs {p_l:.4f}"
 
 

@@ -248,6 +248,18 @@ def mutants_page(alpha: float, power: float, reps: int, seconds: float, rows: li
         "  level 1e-3/6).",
         "- Mutants that starve or flood a far tail (the first three, `float32-running-cdf`) are seen by the",
         "  tail test; the chi-square tests pool those tokens into one bin and need 4-5 times more draws.",
+        "- The truncation mutants (`top-p-*`, `top-k-ties-by-index`, `min-p-strict`) run on cases whose law is",
+        "  a target of `verification.targets` (transformers' conventions: temperature first, the token that",
+        "  crosses p kept, every token tied at the k-th logit kept, min-p with `>=`); their laws are",
+        "  `flashsampling.targets.sampling_law` with the one convention changed. A token kept wrongly has",
+        "  target probability 0, so one draw of it fails every test (`impossible draw`); a token dropped",
+        "  wrongly is seen by the per-category test or the chi-square tests. `min-p-strict` and",
+        "  `top-k-ties-by-index` need a token exactly at the threshold, which quantized logits (a 0.25 grid)",
+        "  provide; on continuous logits the two conventions give the same law.",
+        "- The speculative mutants (`spec-*`) emit the first token of one accept/reject step: draft",
+        "  `x ~ q` (half of q on the top token, half on tokens 1-1024), accepted iff `u q(x) < p(x)`, else a",
+        "  replacement from the mutant's residual; their laws are `flashsampling.targets.speculative_step_law`",
+        "  with that residual, and the target is `p` itself.",
         "",
     ]
     return "\n".join(lines)
@@ -353,18 +365,23 @@ def audit_tables(rows: list[dict[str, Any]]) -> list[str]:
             " / ".join(detailed[:2]) if detailed else "-",
         ])  # fmt: skip
     out = table(
-        ["sampler", "origin", "verdict", "draws", "TV tested to (normal-V1000)", "tail deficit tested to", "failure"],
+        ["sampler", "origin", "verdict", "draws", "TV tested to (its first case)", "tail deficit tested to",
+         "failure"],  # fmt: skip
         summary,
         "lllrrrl",
     )
     live = [r for r in rows if r.get("available")]
-    if live:
-        names = [c["case"] for c in live[0]["cases"]]
-        out += ["", "Draws per case (a case that failed is marked `FAIL`):", ""]
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for r in live:
+        groups.setdefault(tuple(c["case"] for c in r["cases"]), []).append(r)
+    if groups:
+        out += ["", "Draws per case (a case that failed is marked `FAIL`):"]
+    for names, members in groups.items():
+        out += [""]
         out += table(
-            ["sampler"] + names,
+            ["sampler"] + [f"`{n}`" for n in names],
             [[f"`{r['sampler']}`"] + [f"{c['n']:,}" + ("" if c["passed"] else " FAIL") for c in r["cases"]]
-             for r in live],  # fmt: skip
+             for r in members],  # fmt: skip
             "l" + "r" * len(names),
         )
     return out

@@ -3,12 +3,20 @@
 Registered through the ``pytest11`` entry point of the ``flashsampling`` distribution, so it is active
 in any project that installs it; without installing, enable it with ``-p verification.pytest_plugin``.
 
-Fixtures
---------
+Fixtures and helpers
+--------------------
 ``sampler_check``
     A :class:`SamplerCheck` bound to the configured family-wise alpha: ``assert_match(samples,
     probs)`` (raises with a diagnosis), ``goodness_of_fit``, ``family(size=...)`` for several tests
     under Holm, and ``rng`` seeded from the test id.
+``sampler_checker`` (session scope: usable inside Hypothesis ``@given`` tests)
+    A :class:`SamplerChecker`: ``assert_sampler(sampler, logits, ...)`` runs
+    :func:`verification.check_sampler` and raises with the report's markdown when it fails;
+    ``check_sampler`` returns the report; ``assert_samples_match`` asserts draws.  Each call's seed is
+    :func:`example_seed` of the running test's id and the call's arguments, so every Hypothesis example
+    gets its own seed, the same on every run.
+:func:`example_seed`
+    The same seed as a plain function, for code outside fixtures.
 ``verification_alpha``
     The configured false-alarm rate (``--verification-alpha`` or the ini option
     ``verification_alpha``; default 1e-6).
@@ -19,19 +27,29 @@ Marker ``statistical`` labels tests whose verdict is a statistical decision.  Th
 lists how many checks ran through ``sampler_check`` and their summed alpha (a union bound on the
 chance that an exact sampler fails any of them).
 
-Example
--------
+Examples
+--------
 .. code-block:: python
 
     def test_my_sampler(sampler_check):
         probs = my_softmax(logits)
         samples = my_sampler(logits, n=100_000, seed=sampler_check.seed)
         sampler_check.assert_match(samples, probs)
+
+    @settings(max_examples=10, derandomize=True, deadline=None)
+    @given(logits=logits(vocab_size=st.integers(2, 16)))
+    def test_my_sampler_on_any_logits(sampler_checker, logits):
+        sampler_checker.assert_sampler(my_sampler, logits, tv=0.1)
+
+With ``max_examples`` examples at alpha each, an exact sampler fails the test with probability at most
+``max_examples * alpha`` (a union bound; the terminal summary adds up the alpha of every check); fixed
+seeds and ``derandomize=True`` make the outcome the same on every run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 import pytest
@@ -69,6 +87,51 @@ def _alpha(config: pytest.Config) -> float:
 
 def _seed(nodeid: str) -> int:
     return int.from_bytes(hashlib.sha256(nodeid.encode()).digest()[:8], "little") & ((1 << 63) - 1)
+
+
+#: Seeds from :func:`example_seed` lie in ``[0, 2**30)``, inside what ``check_sampler`` accepts.
+EXAMPLE_SEED_BITS = 30
+
+
+def _fingerprint(value: Any, h) -> None:
+    """Feed ``value`` to the hash ``h``: arrays and tensors by dtype, shape and bytes, the rest by repr."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        value = value.detach().cpu().numpy()
+    if hasattr(value, "__array__") and not isinstance(value, (str, bytes)):
+        import numpy as np
+
+        arr = np.ascontiguousarray(np.asarray(value))
+        h.update(f"{arr.dtype}{arr.shape}".encode())
+        h.update(arr.tobytes())
+    elif isinstance(value, dict):
+        for k in sorted(value, key=repr):
+            h.update(repr(k).encode())
+            _fingerprint(value[k], h)
+    elif isinstance(value, (list, tuple)):
+        h.update(f"{type(value).__name__}{len(value)}".encode())
+        for v in value:
+            _fingerprint(v, h)
+    else:
+        h.update(repr(value).encode())
+
+
+def current_test_id() -> str:
+    """The node id of the test pytest is running (``PYTEST_CURRENT_TEST`` without its phase), or ``""``."""
+    return os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+
+
+def example_seed(*values: Any, test_id: str | None = None) -> int:
+    """A seed in ``[0, 2**30)`` from the running test's id and ``values`` (a Hypothesis example's arguments).
+
+    SHA-256 of the test id and the values (arrays and tensors by dtype, shape and bytes, other values by
+    ``repr``): the same example of the same test gets the same seed on every run and on every machine,
+    and two examples or two tests get unrelated ones.  ``test_id`` defaults to :func:`current_test_id`.
+    """
+    h = hashlib.sha256((current_test_id() if test_id is None else test_id).encode())
+    for v in values:
+        h.update(b"\0")
+        _fingerprint(v, h)
+    return int.from_bytes(h.digest()[:8], "little") & ((1 << EXAMPLE_SEED_BITS) - 1)
 
 
 class SamplerCheck:
@@ -131,6 +194,65 @@ class SamplerCheck:
         from . import required_samples
 
         return required_samples(tv, num_categories, alpha=self.alpha, power=power)
+
+
+class SamplerChecker:
+    """The object behind the session-scoped ``sampler_checker`` fixture (safe inside ``@given``).
+
+    Every method seeds its check with :func:`example_seed` of the running test and its own arguments,
+    unless ``seed=`` is given, and records the check for the terminal summary.
+
+    Attributes
+    ----------
+    alpha : float
+        The configured false-alarm rate (``--verification-alpha``): the default family-wise ``alpha`` of
+        each check.
+    """
+
+    def __init__(self, alpha: float, records: list) -> None:
+        self.alpha = alpha
+        self._records = records
+
+    def seed(self, *values: Any) -> int:
+        """:func:`example_seed` of the running test and ``values``."""
+        return example_seed(*values)
+
+    def check_sampler(self, sampler, logits, **kwargs):
+        """:func:`verification.check_sampler` with ``alpha`` and ``seed`` defaulted as above; not asserted."""
+        from .check import check_sampler
+
+        kwargs.setdefault("alpha", self.alpha)
+        if "seed" not in kwargs:
+            kwargs["seed"] = example_seed(getattr(sampler, "__qualname__", repr(sampler)), logits, kwargs)
+        report = check_sampler(sampler, logits, **kwargs)
+        self._records.append((current_test_id(), "check_sampler", kwargs["alpha"], report.passed))
+        return report
+
+    def assert_sampler(self, sampler, logits, **kwargs):
+        """:meth:`check_sampler`, raising ``AssertionError`` with the report's markdown when it fails."""
+        report = self.check_sampler(sampler, logits, **kwargs)
+        if not report.passed:
+            raise AssertionError(report.to_markdown(title=f"check_sampler({report.sampler})"))
+        return report
+
+    def assert_samples_match(self, samples, probs, **kwargs):
+        """:func:`verification.assert_samples_match` at the configured alpha (unless given)."""
+        from .assertions import assert_samples_match
+
+        kwargs.setdefault("alpha", self.alpha)
+        try:
+            result = assert_samples_match(samples, probs, **kwargs)
+        except AssertionError:
+            self._records.append((current_test_id(), "assert_samples_match", kwargs["alpha"], False))
+            raise
+        self._records.append((current_test_id(), "assert_samples_match", kwargs["alpha"], True))
+        return result
+
+
+@pytest.fixture(scope="session")
+def sampler_checker(request: pytest.FixtureRequest) -> SamplerChecker:
+    """A :class:`SamplerChecker` for the session (Hypothesis accepts session-scoped fixtures in ``@given``)."""
+    return SamplerChecker(_alpha(request.config), request.config.stash[_RECORDS])
 
 
 @pytest.fixture

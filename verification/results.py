@@ -3,7 +3,9 @@ it could have detected.
 
 ``StatResult`` holds the fields every test has; each test family adds its own (``GofResult`` adds the
 degrees of freedom, the tested and pooled mass, and methods for the most deviant categories and their
-confidence intervals).  Results print as one readable line, and ``as_dict()`` gives a JSON-ready dict.
+confidence intervals).  Results print as one readable line, ``as_dict()`` gives a JSON-ready dict, and,
+like SciPy's result objects, every result unpacks as ``statistic, pvalue = result`` (``result[0]``,
+``result[1]``; the other fields are attributes only).
 """
 
 from __future__ import annotations
@@ -34,8 +36,25 @@ def fmt(x: Any) -> str:
     return repr(x)
 
 
+class UnpacksLikeScipy:
+    """SciPy's convention for a test's result: ``statistic, pvalue = result`` (a 2-sequence: ``result[0]``,
+    ``result[1]``; every other field is an attribute only).  The class has ``statistic`` and ``pvalue``."""
+
+    statistic: float
+    pvalue: float
+
+    def __iter__(self):
+        return iter((self.statistic, self.pvalue))
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> float:
+        return (self.statistic, self.pvalue)[index]
+
+
 @dataclass(frozen=True, eq=False, repr=False)
-class StatResult:
+class StatResult(UnpacksLikeScipy):
     """Outcome of one statistical test.
 
     Attributes

@@ -93,10 +93,15 @@ def scan_tile_filtered(stage, cl: gl.constexpr, c_end, tile_start, mult, slope, 
 @gluon.jit
 def filtered_staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
                              part_key_ptr, part_idx_ptr, flag_ptr, BM: gl.constexpr, BN: gl.constexpr, EV: gl.constexpr,
-                             N_ROUNDS: gl.constexpr, NOISE: gl.constexpr):  # fmt: skip
+                             N_ROUNDS: gl.constexpr, NOISE: gl.constexpr, SCAN: gl.constexpr = scan_tile_filtered,
+                             HIGH_WORDS: gl.constexpr = 0, MARGIN: gl.constexpr = 0.0):  # fmt: skip
     """:func:`flashsampling.kernels.pingpong.staged_epilogue` with the filtered fast pass: a row is also handed to
     the exact pass when another token's approximate score comes within the filter's margin of its maximum, and a
-    kept row's score is recomputed with the winner's exact noise (Proposition 5).  ``NOISE`` is not read."""
+    kept row's score is recomputed with the winner's exact noise (Proposition 5).  ``NOISE`` is not read.
+
+    The probes of :mod:`.high_words` pass their own ``SCAN`` (bounds from the high words of a shared block), a
+    ``HIGH_WORDS`` count (4 or 8 tokens per block: the winner is refined with two blocks, its high words and its low
+    word) and an extra ``MARGIN`` for their wider bounds; the filter's values are the defaults."""
     cl: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, EV, 16])
     vec: gl.constexpr = gl.SliceLayout(1, cl)
     r = gl.arange(0, BM, layout=vec)
@@ -117,12 +122,12 @@ def filtered_staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset,
     c_end = V - pid_v * BN  # tile columns below V
     slope = noisy * -0.6931471805599453
     if c_end >= BN:
-        run_even, run_odd, sec_even, sec_odd, base_even, base_odd, ct_even, ct_odd, bad = scan_tile_filtered(
+        run_even, run_odd, sec_even, sec_odd, base_even, base_odd, ct_even, ct_odd, bad = SCAN(
             stage, cl, c_end, tile_start, mult, slope, rows_u, pos_even, pos_odd, k0, k1, BM, BN, EV, N_ROUNDS,
             False,
         )  # fmt: skip
     else:
-        run_even, run_odd, sec_even, sec_odd, base_even, base_odd, ct_even, ct_odd, bad = scan_tile_filtered(
+        run_even, run_odd, sec_even, sec_odd, base_even, base_odd, ct_even, ct_odd, bad = SCAN(
             stage, cl, c_end, tile_start, mult, slope, rows_u, pos_even, pos_odd, k0, k1, BM, BN, EV, N_ROUNDS,
             True,
         )  # fmt: skip
@@ -135,7 +140,10 @@ def filtered_staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset,
                        gl.max(gl.where(hit_odd, sec_odd, run_odd), axis=1))  # fmt: skip
     finite = top > float("-inf")
     bad = gl.sum(bad, axis=1)
-    close = other >= top - (FILTER_ABS + FILTER_REL * gl.abs(top))
+    if MARGIN > 0.0:
+        close = other >= top - (FILTER_ABS + FILTER_REL * gl.abs(top) + MARGIN)
+    else:
+        close = other >= top - (FILTER_ABS + FILTER_REL * gl.abs(top))
     exact = (finite & ((n_hit > 1) | close)) | (bad != bad)
     if gl.max(gl.convert_layout(exact, vec).to(gl.int32), axis=0) > 0:
         # Rare: an exact tie at some row's maximum, or a NaN/infinite logit or z / T.  The exact pass.
@@ -171,9 +179,16 @@ def filtered_staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset,
         base = gl.convert_layout(base, vec)
         index = (tile_start + pos).to(gl.uint32)
         zero = index * 0
-        w0, w1, w2, w3 = philox4x32_gl(index >> 1, rows.to(gl.uint32), zero, zero, k0, k1, N_ROUNDS)
         odd = (index & 1) == 1
-        log_e = log_gl(exponential_gl(gl.where(odd, w2, w0), gl.where(odd, w3, w1)))
+        if HIGH_WORDS == 0:
+            w0, w1, w2, w3 = philox4x32_gl(index >> 1, rows.to(gl.uint32), zero, zero, k0, k1, N_ROUNDS)
+            log_e = log_gl(exponential_gl(gl.where(odd, w2, w0), gl.where(odd, w3, w1)))
+        else:
+            # The probes' refinement: the winner's high word (its shared block) and its low word (a second block).
+            h0, h1, h2, h3 = philox4x32_gl(index >> 2, rows.to(gl.uint32), zero, zero + 5, k0, k1, N_ROUNDS)
+            l0, l1, l2, l3 = philox4x32_gl(index >> 1, rows.to(gl.uint32), zero, zero + 6, k0, k1, N_ROUNDS)
+            w_hi = gl.where((index & 32) != 0, gl.where(odd, h3, h2), gl.where(odd, h1, h0))
+            log_e = log_gl(exponential_gl(gl.where(odd, l2, l0), w_hi))
         m = base - log_e * gl.where(greedy, 0.0, 1.0)
         m = gl.where(gl.convert_layout(finite, vec), m, float("-inf"))
     idx = col_offset + pid_v.to(gl.int64) * BN + pos

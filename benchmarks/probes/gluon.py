@@ -32,6 +32,7 @@ from flashsampling.kernels.pingpong import (
 from flashsampling.tile_cdf.fused import tile_cdf_epilogue
 
 from .approx_filter import filter_epilogue
+from .high_words import oct_epilogue, quad_epilogue
 from .noise_probes import (
     FILLER_KINDS,
     NO_BASES,
@@ -45,10 +46,11 @@ from .pipeline import MODES, probe_pipeline_kernel
 from .tiles import warp_groups
 
 #: The noises of the probes' Gluon kernel: ``off``, ``exact`` (the sampler's), ``filtered`` (:mod:`.approx_filter`),
-#: ``tile_cdf`` (the shipped tile inverse-CDF stream), and the timing probes of :mod:`.noise_probes`.
+#: ``tile_cdf`` (the shipped tile inverse-CDF stream), the timing probes of :mod:`.noise_probes`, and ``quad_hi`` /
+#: ``oct_hi`` (:mod:`.high_words`: high words only, bounds, a refinement per row and tile).
 NOISES = ("off", "exact", "filtered", "lse_proxy", "lse_proxy_f64", "lse_proxy_fixed", "lse_proxy_design", "tile_cdf",
           "tile_cdf_no_draw", "tile_cdf_no_bases", *(f"filler_{kind}" for kind in FILLER_KINDS),
-          "threefry_proxy")  # fmt: skip
+          "threefry_proxy", "quad_hi", "oct_hi")  # fmt: skip
 
 
 def check_timing_options(mode: str, noise_mode: str | None) -> None:
@@ -66,6 +68,8 @@ def probe_epilogue_of(noise: str, n_rounds: int) -> tuple:
         return sample_epilogue, (NOISE_EXACT if noise == "exact" else NOISE_OFF).value, n_rounds
     if noise == "filtered":
         return filter_epilogue, NOISE_EXACT.value, n_rounds
+    if noise in ("quad_hi", "oct_hi"):
+        return (quad_epilogue if noise == "quad_hi" else oct_epilogue), NOISE_EXACT.value, n_rounds
     if noise == "tile_cdf":
         return tile_cdf_epilogue, NOISE_EXACT.value, 10
     if noise in ("tile_cdf_no_draw", "tile_cdf_no_bases"):

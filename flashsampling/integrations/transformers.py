@@ -53,26 +53,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 __all__ = ["SUPPORTED_MODEL_TYPES", "generate", "split_lm_head", "step_seed"]
 
 
-def _check_triton_mode() -> None:
-    """Refuse a process whose triton was imported before flashsampling chose the interpreter.
-
-    Without a GPU, :mod:`flashsampling` sets ``TRITON_INTERPRET=1`` when it is imported; triton's own
-    ``@triton.jit`` helpers (``tl.max``, ``tl.cdiv``, ...) are compiled-mode functions if triton was imported
-    before that (``from transformers import ...`` imports triton), and every kernel then fails with "Cannot call
-    @triton.jit'd outside of the scope of a kernel".
-    """
-    if not flashsampling.INTERPRET:
-        return
-    import triton.language as tl
-    from triton.runtime.jit import JITFunction
-
-    if type(getattr(tl.standard, "max", None)) is JITFunction:  # the interpreter's helpers are InterpretedFunction
-        raise ImportError(
-            "triton was imported before flashsampling, so its kernels cannot run in the interpreter: import "
-            "flashsampling before transformers, or set TRITON_INTERPRET=1 in the environment"
-        )
-
-
+_check_triton_mode = flashsampling._device.check_triton_mode  # the import order is handled there
 _check_triton_mode()
 
 #: ``config.model_type`` of the families whose causal-LM head was read in transformers' source and checked by

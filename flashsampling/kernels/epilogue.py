@@ -33,9 +33,12 @@ from __future__ import annotations
 
 import triton.language as tl
 
-from .._device import device_function
+from .._device import INTERPRET, device_function
 from ..noise import PHILOX_ROUNDS, pair_noise, tie_key, token_noise
 from .flags import BAD_LOGIT, OVERFLOW
+
+#: Mask NaN logits out of the scores in the interpreter (:func:`scores_and_flags`); compiled, this code is not emitted.
+NAN_AS_MASKED = tl.constexpr(INTERPRET)
 
 
 def epilogue_constants(*, return_lse: bool, noise: bool, col_offset: int) -> dict:
@@ -54,6 +57,12 @@ def scores_and_flags(z, row_ok, col_ok, inv_temp, ALLOW_NEG_INF: tl.constexpr):
     ``greedy`` per row.
     """
     valid = row_ok[:, None] & col_ok[None, :]
+    if NAN_AS_MASKED:
+        # Triton >= 3.9 interprets tl.max(..., return_indices=True) with np.nanargmax, which raises on a row of NaN
+        # scores; a NaN logit is flagged below either way, so in the interpreter it is masked (-inf) instead.
+        valid_score = valid & (z == z)
+    else:
+        valid_score = valid
     greedy = inv_temp == 0.0
     scaled = z * inv_temp[:, None]
     is_nan = z != z
@@ -66,7 +75,7 @@ def scores_and_flags(z, row_ok, col_ok, inv_temp, ALLOW_NEG_INF: tl.constexpr):
     overflow = ((scaled == float("inf")) | (scaled == float("-inf"))) & ~(pos_inf | neg_inf) & ~greedy[:, None]
     # The row's bits, ORed over its elements (a row can hold both kinds).
     flag = tl.max(tl.where(valid & bad, BAD_LOGIT, 0), axis=1) | tl.max(tl.where(valid & overflow, OVERFLOW, 0), axis=1)
-    base = tl.where(valid, tl.where(greedy[:, None], z, scaled), float("-inf"))
+    base = tl.where(valid_score, tl.where(greedy[:, None], z, scaled), float("-inf"))
     return base, flag, greedy
 
 
@@ -247,7 +256,7 @@ def staged_chunk(
     chunk = pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c
     ccols = pid_v * BLOCK_SIZE_V + c_loc
     perturb_select_store(
-        z, rows, ccols, col_offset, row_ok & (chunk < num_chunks), ccols < V, inv_temp,
+        z, rows, ccols, col_offset, row_ok & (tl.zeros_like(rows) + chunk < num_chunks), ccols < V, inv_temp,
         seed_lo.to(tl.uint32), seed_hi.to(tl.uint32), num_samples, chunk, num_chunks,
         part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
         BLOCK_SIZE_B, EPILOGUE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,

@@ -281,7 +281,7 @@ def staged_epilogue(stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp
     8-column chunks -- recomputes the whole tile from the staging buffer.  Either
     way the candidates are those of the unstaged Triton kernel, bit for bit (the fast pass's part:
     proofs/argmax_decomposition.md, Proposition 4).  (Chunks taken as register views of the accumulator, without
-    staging, were 1.1-1.9x slower and spilled at B = 256: ``benchmarks/results/pingpong_sweep_h200_v1..v4.json``.)
+    staging, were 1.1-1.9x slower and spilled at B = 256: benchmarks/NOTES.md, the Gluon kernel's sweeps.)
 
     ``NOISE``: :data:`NOISE_EXACT` (the Gumbel noise of every token), :data:`NOISE_OFF` (none: a call whose rows
     are all greedy), or :data:`NOISE_TILE_CDF`: the tile inverse-CDF stream, whose ``DRAW``

@@ -36,8 +36,11 @@ With ``TileConfig.persistent`` (the default for B > 64) the same tiles and the s
 the persistent TMA kernel of :mod:`.persistent` (one program per SM walking the tiles; identical
 candidates), where the inputs allow TMA.
 
-Offsets are formed in int64 (``rows.to(int64) * stride``), so no index overflows 32 bits at
-large ``B * V`` or ``V * D``.
+Offsets.  Row and column offsets are formed in int64 (``rows.to(int64) * stride``), so none overflows 32 bits at
+large ``B * D`` or ``V * D``.  The K loop's ``ks * stride`` (``ks < cdiv(D, BLOCK_SIZE_D) * BLOCK_SIZE_D``) is int32
+where it provably fits, as in the row-major inputs of every model (``stride_hd = stride_wd = 1``), and int64
+otherwise (``WIDE_K``, :func:`wide_k_offsets`: e.g. a column-major weight with ``V * D >= 2**31``): the shipped
+specializations keep their 32-bit address arithmetic, and no layout can wrap.
 
 Bytes and FLOPs
 ---------------
@@ -87,6 +90,7 @@ def fused_stage1_kernel(
     stride_hd,
     stride_wv,
     stride_wd,
+    WIDE_K: tl.constexpr,
     BLOCK_SIZE_B: tl.constexpr,
     BLOCK_SIZE_V: tl.constexpr,
     BLOCK_SIZE_D: tl.constexpr,
@@ -114,13 +118,17 @@ def fused_stage1_kernel(
     for k in range(0, D, BLOCK_SIZE_D):
         ks = k + tl.arange(0, BLOCK_SIZE_D)
         k_ok = ks < D
+        if WIDE_K:
+            ks_off = ks.to(tl.int64)  # some ks * stride reaches 2**31 (wide_k_offsets)
+        else:
+            ks_off = ks
         h = tl.load(
-            h_ptr + rows64[:, None] * stride_hb + ks[None, :] * stride_hd,
+            h_ptr + rows64[:, None] * stride_hb + ks_off[None, :] * stride_hd,
             mask=row_ok[:, None] & k_ok[None, :],
             other=0.0,
         )
         w = tl.load(
-            w_ptr + cols64[None, :] * stride_wv + ks[:, None] * stride_wd,
+            w_ptr + cols64[None, :] * stride_wv + ks_off[:, None] * stride_wd,
             mask=k_ok[:, None] & col_ok[None, :],
             other=0.0,
         )
@@ -242,17 +250,31 @@ def upcast_inputs(hidden, weight) -> bool:
     return UPCAST_DOT or hidden.dtype == torch.float32 or weight.dtype == torch.float32
 
 
+#: Offsets at or above this wrap in int32.
+INT32_LIMIT = 2**31
+
+
+def wide_k_offsets(hidden, weight, block_d: int) -> bool:
+    """Whether :func:`fused_stage1_kernel`'s K-loop offsets ``ks * stride_hd`` or ``ks * stride_wd`` can reach
+    ``2**31`` (``ks`` runs to ``cdiv(D, block_d) * block_d - 1``, masked lanes included), so that the kernel must
+    form them in int64 (``WIDE_K``)."""
+    last_k = cdiv(hidden.shape[1], block_d) * block_d - 1
+    return last_k * max(hidden.stride(1), weight.stride(1)) >= INT32_LIMIT
+
+
 def tiled_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles: TileConfig,
                     col_offset: int) -> tuple[tuple, tuple]:  # fmt: skip
-    """``(grid, args)`` of :func:`fused_stage1_kernel` writing into the candidate buffers ``parts``; allocates the
-    staged epilogue's scratch (one fp32 tile per program: ``B_pad * V_pad * 4`` bytes) when ``tiles.epilogue_v``."""
+    """``(grid, args)`` of :func:`fused_stage1_kernel` writing into the candidate buffers ``parts`` (the arguments up
+    to ``WIDE_K``, :func:`wide_k_offsets`); allocates the staged epilogue's scratch (one fp32 tile per program:
+    ``B_pad * V_pad * 4`` bytes) when ``tiles.epilogue_v``."""
     B, D = hidden.shape
     V = weight.shape[0]
     grid = (cdiv(B, tiles.block_b) * cdiv(V, tiles.block_v),)
     scratch_numel = grid[0] * tiles.block_b * tiles.block_v if tiles.epilogue_v else 1
     scratch = torch.empty(scratch_numel, dtype=torch.float32, device=hidden.device)
     args = (hidden, weight, inv_temp, *parts, scratch, B, V, D, col_offset, num_samples, seed_lo, seed_hi,
-            hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1))  # fmt: skip
+            hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
+            wide_k_offsets(hidden, weight, tiles.block_d))  # fmt: skip
     return grid, args
 
 

@@ -278,7 +278,7 @@ def launch_reduce_candidates(parts, inv_temp: torch.Tensor, *, return_lse: bool)
 # --------------------------------------------------------------------------------------------
 
 
-@triton.jit(do_not_specialize=["P", "S", "K", "F", "seed_lo", "seed_hi"])
+@triton.jit(do_not_specialize=["P", "S", "K", "F", "V", "seed_lo", "seed_hi"])
 def combine_groups_kernel(
     logmass_ptr,
     best_ptr,
@@ -294,6 +294,7 @@ def combine_groups_kernel(
     S,
     K,
     F,
+    V,
     seed_lo,
     seed_hi,
     BLOCK_SIZE_P: tl.constexpr,
@@ -367,9 +368,14 @@ def combine_groups_kernel(
         run_f = run_f | tl.max(tl.where((f & BAD_LOGIT) != 0, BAD_LOGIT, 0), axis=1) | tl.max(
             tl.where((f & OVERFLOW) != 0, OVERFLOW, 0), axis=1
         )
-    tl.store(token_ptr + p, run_i, mask=p_ok)
+    # Clamped into [0, V): an empty group's or an all-NaN row's winner may carry an index at V (host_checks=False).
+    tl.store(token_ptr + p, tl.minimum(tl.maximum(run_i, 0), V - 1), mask=p_ok)
     tl.store(choice_ptr + p, run_j, mask=p_ok)
     tl.store(row_flag_ptr + p, run_f, mask=p_ok)
+
+
+#: The combine's clamp without a vocabulary size: int32's largest index.
+_MAX_INDEX = 2**31 - 1
 
 
 def launch_combine_groups(
@@ -383,10 +389,14 @@ def launch_combine_groups(
     seed_lo: int,
     seed_hi: int,
     *,
+    vocab_size: int | None = None,
     pathwise: bool = False,
     from_weights: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Launch :func:`combine_groups_kernel`.
+
+    ``vocab_size``: the tokens are clamped into ``[0, vocab_size)`` (every sampler passes its ``V``, so that no flag,
+    read or not, lets an index outside the vocabulary out); ``None``: below ``2**31`` only (the kernel's tests).
 
     ``logmass [B, K]`` (float32 or float64; unused when ``pathwise``), ``best [B, S, K]`` float32,
     ``key``/``index [B, S, K]`` int64, ``ids [K]`` int64, ``flags [B, F]`` int32 (any ``F``),
@@ -404,7 +414,7 @@ def launch_combine_groups(
     direct(combine_groups_kernel)[(cdiv(P, block_p),)](
         logmass.contiguous(), best.contiguous(), key.contiguous(), index.contiguous(), ids.contiguous(),
         flags.contiguous(), inv_temp.contiguous(), tokens, choice, row_flags, P, S, K, flags.shape[1],
-        seed_lo, seed_hi,
+        _MAX_INDEX if vocab_size is None else vocab_size, seed_lo, seed_hi,
         BLOCK_SIZE_P=block_p, BLOCK_SIZE_K=block_k, PATHWISE=pathwise, STREAM=STREAM_GROUP, N_ROUNDS=PHILOX_ROUNDS,
         FROM_WEIGHTS=from_weights,
     )  # fmt: skip

@@ -5,7 +5,12 @@ For a temperature tensor ``t`` (any float dtype, shape ``[B]`` or ``[]``)::
     t32[b]  = float32(t[b])
     inv[b]  = 1 / t32[b]  (correctly rounded, div_rn)   if t32[b] > 0
               0                                          otherwise (0 marks a greedy row)
-    flag[b] = FLAG_BAD_TEMPERATURE  if t32[b] is NaN, +-inf or < 0, or 1 / t32[b] overflows
+    flag[b] = FLAG_BAD_TEMPERATURE  if t[b] is NaN or < 0, t32[b] is infinite, 1 / t32[b] overflows,
+                                    or t[b] > 0 rounds to t32[b] = 0
+
+The tests on the sign and on rounding to 0 read ``t`` in its own dtype, so a float64 ``-1e-300`` or ``1e-300``
+(``-0.0`` and ``0`` in float32) is flagged as the same Python float is refused on the host
+(:func:`flashsampling._validate.inverse_temperature`): one rule for numbers and tensors.
 
 This replaces a chain of small torch kernels and, above all, the host synchronization that
 checking the temperatures before the launch needed: the flags are read with the kernel's own
@@ -29,10 +34,16 @@ def inverse_temperature_kernel(t_ptr, inv_ptr, flag_ptr, B, stride_t, BLOCK: tl.
     """``t [B] -> (1 / t or 0, flags)`` as in the module docstring (``FLAG``: ``FLAG_BAD_TEMPERATURE``)."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < B
-    t = tl.load(t_ptr + offs * stride_t, mask=ok, other=1.0).to(tl.float32)
+    raw = tl.load(t_ptr + offs.to(tl.int64) * stride_t, mask=ok, other=1.0)
+    t = raw.to(tl.float32)
     pos = t > 0.0
     inv = tl.where(pos, tl.div_rn(tl.full([BLOCK], 1.0, tl.float32), tl.where(pos, t, 1.0)), 0.0)
-    bad = (t != t) | (t < 0.0) | (t == float("inf")) | (inv == float("inf"))
+    bad = (t != t) | (t == float("inf")) | (inv == float("inf"))
+    if raw.dtype == tl.float64:
+        # Only float64 loses anything in float32: a negative may round to -0.0, a positive to 0.
+        bad = bad | (raw < 0.0) | ((raw > 0.0) & (t == 0.0))
+    else:
+        bad = bad | (t < 0.0)
     tl.store(inv_ptr + offs, inv, mask=ok)
     tl.store(flag_ptr + offs, tl.where(bad, FLAG, 0), mask=ok)
 
@@ -40,10 +51,11 @@ def inverse_temperature_kernel(t_ptr, inv_ptr, flag_ptr, B, stride_t, BLOCK: tl.
 def inverse_temperature_torch(t: torch.Tensor, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The same computation in torch (the interpreter's path; ``tests/test_validation.py`` binds
     the two)."""
-    t32 = t.to(torch.float32).reshape(-1).expand(batch)
+    raw = t.reshape(-1).expand(batch)
+    t32 = raw.to(torch.float32)
     pos = t32 > 0
     inv = torch.where(pos, 1.0 / torch.where(pos, t32, torch.ones_like(t32)), torch.zeros_like(t32))
-    bad = torch.isnan(t32) | (t32 < 0) | torch.isinf(t32) | torch.isinf(inv)
+    bad = torch.isnan(raw) | (raw < 0) | torch.isinf(t32) | torch.isinf(inv) | ((raw > 0) & (t32 == 0))
     return inv.contiguous(), torch.where(bad, FLAG_BAD_TEMPERATURE, 0).to(torch.int32)
 
 

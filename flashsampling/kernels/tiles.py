@@ -20,13 +20,23 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import numbers
+import re
 from dataclasses import dataclass
 
+import numpy as np
 import torch
+import triton
 
 from .._device import UPCAST_DOT
 from .hardware import device_index, is_sm90, sm_count, tma_compatible
 from .launch import cdiv, next_power_of_2
+
+#: Triton's largest tensor has 2**20 elements (``TRITON_MAX_TENSOR_NUMEL``): no block side may exceed it.
+MAX_BLOCK = 1 << 20
+#: The logits kernel's smallest ``block_v``: token pairs share a Philox block (two columns) and the compiled
+#: reductions want at least 16 columns (the defaults never go below).
+MIN_LOGITS_BLOCK_V = 16
 
 
 @dataclass(frozen=True)
@@ -55,11 +65,28 @@ class TileConfig:
     warp_specialized: bool = False
 
     def __post_init__(self) -> None:
+        for name in ("block_b", "block_v", "block_d", "num_warps", "num_stages", "epilogue_v"):
+            v = getattr(self, name)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+                raise TypeError(f"TileConfig.{name} must be an int, got {type(v).__name__}")
+            object.__setattr__(self, name, int(v))  # a NumPy int becomes a Python int (hashable, as Triton wants)
+        for name in ("persistent", "warp_specialized"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"TileConfig.{name} must be a bool, got {type(getattr(self, name)).__name__}")
+            object.__setattr__(self, name, bool(getattr(self, name)))
         for name in ("block_b", "block_v", "block_d"):
             v = getattr(self, name)
-            # tl.dot needs every dimension >= 16 and a power of two.
-            if v < 16 or v & (v - 1):
-                raise ValueError(f"TileConfig.{name}={v} must be a power of two >= 16")
+            # tl.dot needs every dimension >= 16 and a power of two; Triton's tensors hold at most 2**20 elements.
+            if v < 16 or v & (v - 1) or v > MAX_BLOCK:
+                raise ValueError(f"TileConfig.{name}={v} must be a power of two in [16, {MAX_BLOCK}]")
+        if self.block_b * self.block_v > MAX_BLOCK:
+            raise ValueError(f"TileConfig.block_b={self.block_b} x block_v={self.block_v} exceeds Triton's "
+                             f"{MAX_BLOCK} elements per tile")  # fmt: skip
+        # Triton launches 1 to 32 warps per program, a power of two; a software pipeline needs at least one stage.
+        if self.num_warps not in (1, 2, 4, 8, 16, 32):
+            raise ValueError(f"TileConfig.num_warps={self.num_warps} must be a power of two in [1, 32]")
+        if self.num_stages < 1:
+            raise ValueError(f"TileConfig.num_stages={self.num_stages} must be >= 1")
         ev = self.epilogue_v
         if ev and (ev < 16 or ev & (ev - 1) or ev > self.block_v):
             raise ValueError(f"TileConfig.epilogue_v={ev} must be 0 or a power of two in [16, block_v]")
@@ -71,6 +98,11 @@ class TileConfig:
                 f"epilogue_v > 0 (got {ev}) and block_v <= 256 (got {self.block_v})"
             )
         # 255: the most registers a thread can address; 32: below that no kernel here compiles.
+        mr = self.max_registers
+        if mr is not None and (isinstance(mr, (bool, np.bool_)) or not isinstance(mr, numbers.Integral)):
+            raise TypeError(f"TileConfig.max_registers must be an int or None, got {type(mr).__name__}")
+        if mr is not None:
+            object.__setattr__(self, "max_registers", int(mr))
         if self.max_registers is not None and not 32 <= self.max_registers <= 255:
             raise ValueError(f"TileConfig.max_registers={self.max_registers} must be None or in [32, 255]")
 
@@ -175,11 +207,26 @@ def warp_specialized_tiles(B: int, V: int | None = None, sms: int | None = None)
     return wide
 
 
+#: The triton release the Gluon kernel is written for and measured with (``gl.warp_specialize`` changed its API in
+#: 3.9, where the kernel no longer compiles): on others the Triton kernels run, with the same tokens.
+GLUON_TRITON = (3, 6)
+
+
+def triton_release() -> tuple[int, int]:
+    """``(major, minor)`` of the installed triton."""
+    major, minor = (int(re.match(r"\d+", part).group()) for part in triton.__version__.split(".")[:2])
+    return major, minor
+
+
+#: Whether the installed triton is :data:`GLUON_TRITON` (asked on every call: computed once).
+GLUON_RUNS = triton_release() == GLUON_TRITON
+
+
 def warp_specialized_supported(hidden: torch.Tensor, weight: torch.Tensor, col_offset: int = 0) -> bool:
-    """Whether the Gluon kernel of :mod:`.pingpong` can run on these inputs: compiled on an sm_90 GPU,
-    16-bit inputs of one dtype that TMA can read, a shard starting on an even column (a token pair never
-    straddles two tiles)."""
-    if UPCAST_DOT or not hidden.is_cuda:
+    """Whether the Gluon kernel of :mod:`.pingpong` can run on these inputs: compiled on an sm_90 GPU with triton
+    :data:`GLUON_TRITON`, 16-bit inputs of one dtype that TMA can read, a shard starting on an even column (a token
+    pair never straddles two tiles)."""
+    if UPCAST_DOT or not hidden.is_cuda or not GLUON_RUNS:
         return False
     return (
         is_sm90(device_index(hidden.device))
@@ -206,17 +253,29 @@ def stage1_tiles(
     return default_tiles(B, V, D, hidden.element_size())
 
 
+def check_block(name: str, value, low: int, high: int = MAX_BLOCK) -> int:
+    """A caller's block size: an int (Python or NumPy), a power of two in ``[low, high]``; ``TypeError`` or
+    ``ValueError`` naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int (a power of two) or None, got {type(value).__name__}")
+    v = int(value)
+    if v < low or v > high or v & (v - 1):
+        raise ValueError(f"{name}={v} must be a power of two in [{low}, {high}]")
+    return v
+
+
 def logits_tiles(B: int, V: int, block_b: int | None = None, block_v: int | None = None) -> tuple[int, int]:
-    """(block_b, block_v) for the logits kernel: the caller's, checked to be powers of two, or the
-    defaults -- 4 x 1024 compiled; as large as 64K elements interpreted."""
+    """(block_b, block_v) for the logits kernel: the caller's (``None``: the default), each a power of two
+    (``block_b >= 1``, ``block_v >= 16``, ``block_b * block_v <= 2**20``), or the defaults -- 4 x 1024 compiled; as
+    large as 64K elements interpreted."""
     V = max(V, 1)
     if UPCAST_DOT:
         dbb = min(64, next_power_of_2(B))
         dbv = max(16, min(next_power_of_2(V), (1 << 16) // dbb))
     else:
         dbb, dbv = min(4, next_power_of_2(B)), max(16, min(1024, next_power_of_2(V)))
-    bb, bv = block_b or dbb, block_v or dbv
-    for name, v in (("block_b", bb), ("block_v", bv)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v & (v - 1):
-            raise ValueError(f"{name}={v} must be a power of two")
+    bb = dbb if block_b is None else check_block("block_b", block_b, 1)
+    bv = dbv if block_v is None else check_block("block_v", block_v, MIN_LOGITS_BLOCK_V)
+    if bb * bv > MAX_BLOCK:
+        raise ValueError(f"block_b={bb} x block_v={bv} exceeds Triton's {MAX_BLOCK} elements per tile")
     return bb, bv

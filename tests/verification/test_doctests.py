@@ -22,6 +22,9 @@ MODULES = [
     "verification.stats.ties",
     "verification.stats.categories",
     "verification.stats.independence",
+    "verification.stats.support",
+    "verification.adapters",
+    "verification.check.run",
 ]
 
 

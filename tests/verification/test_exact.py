@@ -11,7 +11,7 @@ from scipy import stats
 from flashsampling.reference import sample_inverse_cdf
 from verification import exact_multinomial, planted
 from verification.budget import budget
-from verification.stats.exact import MAX_OUTCOMES, _compositions, exact_min_detectable_tv, exact_power, num_outcomes
+from verification.stats.exact import MAX_OUTCOMES, _compositions, exact_power, min_detectable_exact_tv, num_outcomes
 
 P = np.array([0.5, 0.3, 0.2])
 
@@ -39,7 +39,7 @@ def test_passes_on_exact_draws():
 
 def test_fails_at_claimed_tv():
     b = budget("verification.exact.planted")
-    tv = exact_min_detectable_tv(b.n, P, alpha=b.alpha)
+    tv = min_detectable_exact_tv(b.n, P, alpha=b.alpha)
     assert math.isfinite(tv) and tv < 0.5
     q = planted.transfer(P, tv, 2)
     assert exact_power(b.n, P, q, alpha=b.alpha) >= 0.99

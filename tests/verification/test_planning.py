@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 
 from verification import min_detectable_tv, required_samples
 from verification.planning import CHI2_MISS_SAFETY, chi2_noncentrality, chi2_power, dkw_min_detectable
-from verification.stats.categories import category_min_detectable_missing, category_required_samples
-from verification.stats.cdf import cdf_min_detectable, cdf_required_samples
-from verification.stats.exact import exact_min_detectable_tv, exact_required_samples
-from verification.stats.gumbel import gumbel_min_detectable, gumbel_required_samples, gumbel_shift_distance
-from verification.stats.homogeneity import homogeneity_min_detectable_tv, homogeneity_required_samples
-from verification.stats.independence import independence_min_detectable_tv, independence_required_samples
-from verification.stats.tails import tail_min_detectable_deficit, tail_required_samples
-from verification.stats.ties import tie_min_detectable_shift, tie_required_samples
+from verification.stats.categories import min_detectable_missing_category, required_category_samples
+from verification.stats.cdf import min_detectable_cdf_distance, required_cdf_samples
+from verification.stats.exact import min_detectable_exact_tv, required_exact_samples
+from verification.stats.gumbel import gumbel_shift_distance, min_detectable_gumbel_distance, required_gumbel_samples
+from verification.stats.homogeneity import min_detectable_homogeneity_tv, required_homogeneity_samples
+from verification.stats.independence import min_detectable_independence_tv, required_independence_samples
+from verification.stats.tails import min_detectable_tail_deficit, required_tail_samples
+from verification.stats.ties import min_detectable_tie_shift, required_tie_samples
 
 ALPHAS = [1e-2, 1e-6]
 
@@ -74,18 +74,19 @@ def _or_inf(planner) -> float:
 @pytest.mark.parametrize("alpha", ALPHAS)
 @pytest.mark.parametrize("delta", [0.2, 0.03, 0.004])
 def test_cdf_pair(delta, alpha):
-    n = cdf_required_samples(delta, alpha=alpha)
-    assert cdf_min_detectable(n, alpha=alpha) <= delta < _or_inf(lambda: cdf_min_detectable(n - 1, alpha=alpha))
-    assert cdf_min_detectable(n, alpha=alpha) == dkw_min_detectable(n, alpha, 0.99)
+    n = required_cdf_samples(delta, alpha=alpha)
+    fewer = _or_inf(lambda: min_detectable_cdf_distance(n - 1, alpha=alpha))
+    assert min_detectable_cdf_distance(n, alpha=alpha) <= delta < fewer
+    assert min_detectable_cdf_distance(n, alpha=alpha) == dkw_min_detectable(n, alpha, 0.99)
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)
 @pytest.mark.parametrize("delta", [0.2, 0.03, 0.01])
 def test_gumbel_pair(delta, alpha):
-    n = gumbel_required_samples(delta, alpha=alpha)
-    assert gumbel_min_detectable(n, alpha=alpha) <= delta
+    n = required_gumbel_samples(delta, alpha=alpha)
+    assert min_detectable_gumbel_distance(n, alpha=alpha) <= delta
     # the exact KS critical value is below the DKWM one: never more maxima than the DKWM test
-    assert n <= cdf_required_samples(delta, alpha=alpha)
+    assert n <= required_cdf_samples(delta, alpha=alpha)
 
 
 def test_gumbel_shift_distance():
@@ -100,8 +101,8 @@ def test_gumbel_shift_distance():
 @pytest.mark.parametrize("alpha", ALPHAS)
 @pytest.mark.parametrize(("deficit", "mass"), [(1.0, 0.01), (1.0, 3e-4), (0.2, 0.02), (0.05, 0.1)])
 def test_tail_pair(deficit, mass, alpha):
-    n = tail_required_samples(deficit, mass, alpha=alpha)
-    assert tail_min_detectable_deficit(n, mass, alpha=alpha) <= deficit
+    n = required_tail_samples(deficit, mass, alpha=alpha)
+    assert min_detectable_tail_deficit(n, mass, alpha=alpha) <= deficit
     if deficit == 1.0:  # full starvation: (1 - p_T)**n <= alpha, about log(1/alpha) / p_T draws
         assert n <= math.ceil(math.log(alpha) / math.log1p(-mass))
 
@@ -109,39 +110,39 @@ def test_tail_pair(deficit, mass, alpha):
 @pytest.mark.parametrize("alpha", ALPHAS)
 @pytest.mark.parametrize(("shift", "m"), [(0.1, 2), (0.01, 101), (0.003, 262144)])
 def test_tie_pair(shift, m, alpha):
-    n = tie_required_samples(shift, m, alpha=alpha)
-    assert tie_min_detectable_shift(n, m, alpha=alpha) <= shift
+    n = required_tie_samples(shift, m, alpha=alpha)
+    assert min_detectable_tie_shift(n, m, alpha=alpha) <= shift
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)
 @pytest.mark.parametrize(("missing", "v"), [(1e-3, 100), (1e-6, 262144)])
 def test_category_missing_pair(missing, v, alpha):
-    n = category_required_samples(missing, v, alpha=alpha)
+    n = required_category_samples(missing, v, alpha=alpha)
     assert (
-        category_min_detectable_missing(n, v, alpha=alpha)
+        min_detectable_missing_category(n, v, alpha=alpha)
         <= missing
-        < category_min_detectable_missing(n - 1, v, alpha=alpha)
+        < min_detectable_missing_category(n - 1, v, alpha=alpha)
     )
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)
 @pytest.mark.parametrize("tv", [0.2, 0.02])
 def test_homogeneity_and_independence_pairs(tv, alpha):
-    n = homogeneity_required_samples(tv, 50, alpha=alpha)
-    assert homogeneity_min_detectable_tv(n, n, 50, alpha=alpha) <= tv
+    n = required_homogeneity_samples(tv, 50, alpha=alpha)
+    assert min_detectable_homogeneity_tv(n, n, 50, alpha=alpha) <= tv
     # two samplers need twice the draws of one sampler against exact probabilities (each)
     assert n == pytest.approx(2 * required_samples(tv, 50, alpha=alpha), abs=2)
-    m = independence_required_samples(tv, 8, 8, alpha=alpha)
-    assert independence_min_detectable_tv(m, 8, 8, alpha=alpha) <= tv
+    m = required_independence_samples(tv, 8, 8, alpha=alpha)
+    assert min_detectable_independence_tv(m, 8, 8, alpha=alpha) <= tv
 
 
 def test_exact_pair():
     p = np.array([0.5, 0.3, 0.2])
-    n = exact_required_samples(0.45, p, alpha=1e-2)
-    assert exact_min_detectable_tv(n, p, alpha=1e-2) <= 0.45
+    n = required_exact_samples(0.45, p, alpha=1e-2)
+    assert min_detectable_exact_tv(n, p, alpha=1e-2) <= 0.45
     # too few draws: the test can never reject at this alpha, and the planner says so
     with pytest.raises(ValueError, match="n=3 draws are too few"):
-        exact_min_detectable_tv(3, p, alpha=1e-6)
+        min_detectable_exact_tv(3, p, alpha=1e-6)
 
 
 @pytest.mark.parametrize("v", [2, 10, 1000])

@@ -10,7 +10,7 @@ import pytest
 from flashsampling.reference import sample_inverse_cdf, softmax
 from verification import tail_mask, tail_mass_test
 from verification.budget import budget
-from verification.stats.tails import tail_min_detectable_deficit, tail_required_samples
+from verification.stats.tails import min_detectable_tail_deficit, required_tail_samples
 
 V = 262144
 
@@ -31,7 +31,7 @@ def test_catches_a_noise_floor(floor):
     p = softmax(z)
     tail = tail_mask(z, gap=floor)
     b_null, b_bad = budget("verification.tails.exact"), budget("verification.tails.starved")
-    n = tail_required_samples(1.0, float(p[tail].sum()), alpha=b_bad.alpha)
+    n = required_tail_samples(1.0, float(p[tail].sum()), alpha=b_bad.alpha)
     assert n <= b_bad.n
     exact = tail_mass_test(sample_inverse_cdf(p, n, np.random.default_rng(b_null.seed)), p, tail, alpha=b_null.alpha)
     assert exact.passed, exact
@@ -48,7 +48,7 @@ def test_fails_at_claimed_partial_deficit():
     p = softmax(z)
     tail = tail_mask(z, gap=17.0)
     p_t = float(p[tail].sum())
-    r_claim = tail_min_detectable_deficit(b.n, p_t, alpha=b.alpha)
+    r_claim = min_detectable_tail_deficit(b.n, p_t, alpha=b.alpha)
     assert 0 < r_claim < 1
     q = p.copy()
     q[tail] *= 1 - r_claim
@@ -61,7 +61,7 @@ def test_fails_at_claimed_partial_deficit():
 def test_planning_across_17_to_40_nats(gap):
     """Draws to catch a fully starved flat tail of V = 151936 tokens ``gap`` nats below one top token."""
     mass = 151935 * math.exp(-gap) / (1 + 151935 * math.exp(-gap))
-    n = tail_required_samples(1.0, mass, alpha=1e-6)
+    n = required_tail_samples(1.0, mass, alpha=1e-6)
     assert n == pytest.approx(math.log(1e6) / mass, rel=0.01)
 
 

@@ -19,14 +19,18 @@ from verification import (
     tail_mass_test,
     tie_bias_test,
 )
-from verification.stats.categories import category_required_samples
-from verification.stats.cdf import cdf_min_detectable, cdf_required_samples
-from verification.stats.exact import exact_min_detectable_tv, exact_required_samples
-from verification.stats.gumbel import gumbel_min_detectable, gumbel_min_detectable_shift, gumbel_required_samples
-from verification.stats.homogeneity import homogeneity_min_detectable_tv, homogeneity_required_samples
-from verification.stats.independence import independence_min_detectable_tv, independence_required_samples
-from verification.stats.tails import tail_min_detectable_deficit, tail_required_samples
-from verification.stats.ties import tie_min_detectable_shift, tie_required_samples
+from verification.stats.categories import required_category_samples
+from verification.stats.cdf import min_detectable_cdf_distance, required_cdf_samples
+from verification.stats.exact import min_detectable_exact_tv, required_exact_samples
+from verification.stats.gumbel import (
+    min_detectable_gumbel_distance,
+    min_detectable_gumbel_shift,
+    required_gumbel_samples,
+)
+from verification.stats.homogeneity import min_detectable_homogeneity_tv, required_homogeneity_samples
+from verification.stats.independence import min_detectable_independence_tv, required_independence_samples
+from verification.stats.tails import min_detectable_tail_deficit, required_tail_samples
+from verification.stats.ties import min_detectable_tie_shift, required_tie_samples
 
 P = np.array([0.25, 0.25, 0.5])
 X = np.array([0, 1, 2, 2])
@@ -88,32 +92,32 @@ CASES = [
     # planners asked for a deviation no sample size up to 2**62 detects
     ("required_samples(1e-300, 10)", lambda: required_samples(1e-300, 10), ValueError, "tv=1e-300"),
     ("required_samples(1e-12, 10)", lambda: required_samples(1e-12, 10), ValueError, "tv=1e-12"),
-    ("cdf_required_samples(1e-300)", lambda: cdf_required_samples(1e-300), ValueError, "delta=1e-300"),
-    ("gumbel_required_samples(1e-300)", lambda: gumbel_required_samples(1e-300), ValueError, "delta=1e-300"),
-    ("tail_required_samples(1e-300, .01)", lambda: tail_required_samples(1e-300, 0.01), ValueError, "deficit=1e-300"),
-    ("tail_required_samples(1e-15, .01)", lambda: tail_required_samples(1e-15, 0.01), ValueError, "deficit=1e-15"),
-    ("tie_required_samples(1e-300, 100)", lambda: tie_required_samples(1e-300, 100), ValueError, "shift=1e-300"),
-    ("tie_required_samples(1e-18, 100)", lambda: tie_required_samples(1e-18, 100), ValueError, "shift=1e-18"),
+    ("required_cdf_samples(1e-300)", lambda: required_cdf_samples(1e-300), ValueError, "delta=1e-300"),
+    ("required_gumbel_samples(1e-300)", lambda: required_gumbel_samples(1e-300), ValueError, "delta=1e-300"),
+    ("required_tail_samples(1e-300, .01)", lambda: required_tail_samples(1e-300, 0.01), ValueError, "deficit=1e-300"),
+    ("required_tail_samples(1e-15, .01)", lambda: required_tail_samples(1e-15, 0.01), ValueError, "deficit=1e-15"),
+    ("required_tie_samples(1e-300, 100)", lambda: required_tie_samples(1e-300, 100), ValueError, "shift=1e-300"),
+    ("required_tie_samples(1e-18, 100)", lambda: required_tie_samples(1e-18, 100), ValueError, "shift=1e-18"),
     (
-        "category_required_samples(1e-300, 100)",
-        lambda: category_required_samples(1e-300, 100),
+        "required_category_samples(1e-300, 100)",
+        lambda: required_category_samples(1e-300, 100),
         ValueError,
         "missing_probability=1e-300",
     ),
-    ("homogeneity_required_samples(1e-300)", lambda: homogeneity_required_samples(1e-300, 10), ValueError, "tv="),
-    ("independence_required_samples(1e-18)", lambda: independence_required_samples(1e-18, 3, 3), ValueError, "tv="),
-    ("exact_required_samples(1e-300, P)", lambda: exact_required_samples(1e-300, P), ValueError, "tv=1e-300"),
-    ("exact_required_samples(1e-9, P)", lambda: exact_required_samples(1e-9, P), ValueError, "tv=1e-09"),
+    ("required_homogeneity_samples(1e-300)", lambda: required_homogeneity_samples(1e-300, 10), ValueError, "tv="),
+    ("required_independence_samples(1e-18)", lambda: required_independence_samples(1e-18, 3, 3), ValueError, "tv="),
+    ("required_exact_samples(1e-300, P)", lambda: required_exact_samples(1e-300, P), ValueError, "tv=1e-300"),
+    ("required_exact_samples(1e-9, P)", lambda: required_exact_samples(1e-9, P), ValueError, "tv=1e-09"),
     # planners asked what too few draws detect: they raise rather than state an impossible deviation
     ("min_detectable_tv(1, 2)", lambda: min_detectable_tv(1, 2), ValueError, "n=1 draws are too few"),
-    ("cdf_min_detectable(1)", lambda: cdf_min_detectable(1), ValueError, "n=1 draws are too few"),
-    ("gumbel_min_detectable(1)", lambda: gumbel_min_detectable(1), ValueError, "n=1 draws are too few"),
-    ("gumbel_min_detectable_shift(1)", lambda: gumbel_min_detectable_shift(1), ValueError, "n=1 draws"),
-    ("homogeneity_min_detectable_tv(1, 1, 2)", lambda: homogeneity_min_detectable_tv(1, 1, 2), ValueError, "n_a=1"),
-    ("independence_min_detectable_tv(1, 2, 2)", lambda: independence_min_detectable_tv(1, 2, 2), ValueError, "n=1"),
-    ("tail_min_detectable_deficit(1, .01)", lambda: tail_min_detectable_deficit(1, 0.01), ValueError, "n=1"),
-    ("tie_min_detectable_shift(1, 100)", lambda: tie_min_detectable_shift(1, 100), ValueError, "n=1"),
-    ("exact_min_detectable_tv(1, P)", lambda: exact_min_detectable_tv(1, P), ValueError, "n=1"),
+    ("min_detectable_cdf_distance(1)", lambda: min_detectable_cdf_distance(1), ValueError, "n=1 draws are too few"),
+    ("min_detectable_gumbel_distance(1)", lambda: min_detectable_gumbel_distance(1), ValueError, "n=1 draws are"),
+    ("min_detectable_gumbel_shift(1)", lambda: min_detectable_gumbel_shift(1), ValueError, "n=1 draws"),
+    ("min_detectable_homogeneity_tv(1, 1, 2)", lambda: min_detectable_homogeneity_tv(1, 1, 2), ValueError, "n_a=1"),
+    ("min_detectable_independence_tv(1, 2, 2)", lambda: min_detectable_independence_tv(1, 2, 2), ValueError, "n=1"),
+    ("min_detectable_tail_deficit(1, .01)", lambda: min_detectable_tail_deficit(1, 0.01), ValueError, "n=1"),
+    ("min_detectable_tie_shift(1, 100)", lambda: min_detectable_tie_shift(1, 100), ValueError, "n=1"),
+    ("min_detectable_exact_tv(1, P)", lambda: min_detectable_exact_tv(1, P), ValueError, "n=1"),
 ]
 
 

@@ -9,6 +9,8 @@ module                 job
 =====================  ====================================================================
 :mod:`.samplers`       the biased samplers and the exact machinery that simulates them fast
 :mod:`.laws`           each mutant's exact law on its case (the input of the planning)
+:mod:`.truncation`     top-k / top-p / min-p samplers with one convention switch, and their laws
+:mod:`.speculative`    one speculative accept/reject step with a wrong residual, and its law
 :mod:`.catalogue`      the cases, the :class:`Mutant` records, ``MUTANTS`` and ``CONTROLS``
 :mod:`.runner`         plan each mutant's n, draw, run the suite; the main job's ``--mutants``
                        section; ``python -m verification.mutants --out docs/mutants.md``
@@ -24,6 +26,7 @@ from .runner import (
     budgets,
     catalogue_table,
     check_mutant,
+    exact_sampler,
     format_table,
     joint_of,
     law_of,
@@ -41,6 +44,7 @@ __all__ = [
     "catalogue",
     "catalogue_table",
     "check_mutant",
+    "exact_sampler",
     "format_table",
     "joint_of",
     "law_of",

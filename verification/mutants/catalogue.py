@@ -21,10 +21,21 @@ bf16-softmax-inverse-cdf   logits and softmax in bf16 before an exact inverse-CD
 tp-shared-seed             TP ranks key noise by the local index: equal local slots share noise
 tp-rank-by-max-logit       TP factorized combine picks the rank by its largest logit, not log-mass
 float32-running-cdf        inverse CDF over a float32 running sum (``torch.multinomial`` on CPU)
+top-p-crossing-dropped     top-p compares the mass *including* the token (``cumsum <= p``)
+top-p-before-temperature   top-p decided at ``T = 1``, the draw made at ``T``
+top-p-unrenormalized-...   top-p's cumulative sum over the softmax before top-k renormalized it
+top-k-ties-by-index        exactly ``k`` by a stable sort where all tokens tied at the cut belong
+min-p-strict               ``P(i) > p max P`` instead of ``>=``
+spec-residual-unnormalized the speculative residual's inverse CDF never divided by its mass
+spec-residual-float16      the speculative residual ``max(p - q, 0)`` computed in float16
+spec-resample-from-target  a rejected draft replaced by a draw from ``p``, not the residual
 =========================  ==================================================================
 
 :data:`CONTROLS` are exact samplers run through the same machinery; they must pass.  The cases
-(:func:`mutant_cases`) hold float32-representable logits on which each defect shows.
+(:func:`mutant_cases`) hold float32-representable logits on which each defect shows; the last six
+(:func:`_target_cases`) carry a ``target`` (top-p, top-k, min-p, a chain) or are the target of a
+speculative step, and their mutants (:mod:`.truncation`, :mod:`.speculative`) have exact laws from
+:mod:`flashsampling.targets` with the wrong convention or residual.
 """
 
 from __future__ import annotations
@@ -36,8 +47,11 @@ from functools import lru_cache
 import numpy as np
 
 from ..cases import Case
+from ..targets import chain, min_p, top_k, top_p
 from . import laws
 from . import samplers as S
+from . import speculative as SP
+from . import truncation as TR
 from .samplers import Sampler
 
 # --------------------------------------------------------------------------------------------
@@ -84,6 +98,43 @@ def mutant_cases() -> dict[str, Case]:
     z[256:] = _f32(rng.normal(0, 0.5, 256))
     c["tp-peaked-vs-broad"] = Case("tp-peaked-vs-broad", z, 1.0,
                                    "rank 0: one logit at 4; rank 1: 256 logits near 0 (84% of the mass)")  # fmt: skip
+    c.update(_target_cases())
+    return c
+
+
+#: Parameters of the target cases (the mutants' samplers and laws take the same values).
+TOP_P = 0.9
+TOP_K = 50
+TOP_K_TOP_P = 0.8
+TIES_K = 20
+#: Min-p at exactly the relative probability ``exp(-2.25)`` of the tokens 2.25 nats below the top.
+MIN_P = float(np.exp(-2.25))
+
+
+def _target_cases() -> dict[str, Case]:
+    """Cases whose law is a truncation or a speculative step (``Case.target``); float32 logits."""
+    rng = np.random.default_rng(20261206)
+    c: dict[str, Case] = {}
+    z = _f32(rng.normal(0, 2, 1000))
+    c["topp0.9-V1000"] = Case("topp0.9-V1000", z, 1.0, "N(0, 2^2) logits, top-p 0.9 (263 tokens kept)",
+                              target=top_p(TOP_P))  # fmt: skip
+    c["topp0.9-V1000-T0.7"] = Case("topp0.9-V1000-T0.7", z, 0.7, "the same logits, top-p 0.9 at temperature 0.7 "
+                                   "(88 tokens kept)", target=top_p(TOP_P))  # fmt: skip
+    both = chain(top_k(TOP_K), top_p(TOP_K_TOP_P))
+    c["topk50-topp0.8-V1000"] = Case("topk50-topp0.8-V1000", z, 1.0, "the same logits, top-k 50 then top-p 0.8 "
+                                     "(top 50 hold 60% of the softmax)", target=both)  # fmt: skip
+    zq = np.round(rng.normal(0, 2, 1000) * 4) / 4
+    c["topk20-ties-V1000"] = Case("topk20-ties-V1000", zq, 1.0, "N(0, 2^2) logits on a 0.25 grid; top-k 20 cuts "
+                                  "a group of 15 tied logits after 5", target=top_k(TIES_K))  # fmt: skip
+    zm = np.minimum(np.round(rng.normal(0, 1.5, 1000) * 4) / 4, 4.75)
+    zm[0] = 5.0
+    zm[zm == 2.75] = 2.5
+    zm[1:9] = 2.75
+    c["minp-boundary-V1000"] = Case("minp-boundary-V1000", zm, 1.0, "logits on a 0.25 grid, top at 5, 8 tokens at "
+                                    "2.75: min-p e^-2.25 lies exactly on them", target=min_p(MIN_P))  # fmt: skip
+    c["spec-tail17-V32768"] = Case("spec-tail17-V32768", np.r_[0.0, np.full(32767, -17.0)], 1.0,
+                                   "target: one token at 0, 32767 at -17; draft: 1/2 on token 0, 1/2 on "
+                                   "tokens 1-1024", tail_gap=16.0)  # fmt: skip
     return c
 
 
@@ -297,6 +348,77 @@ MUTANTS: tuple[Mutant, ...] = (
         laws.float32_running_cdf,
         518,
     ),
+    _M(
+        "top-p-crossing-dropped",
+        "top-p removes cumsum > p without shifting by one: the mass compared includes the token itself, "
+        "so the token that crosses p is dropped",
+        TR.bind(TR.top_p, p=TOP_P, mass="inclusive"),
+        "topp0.9-V1000",
+        TR.law(top_p=TOP_P, top_p_crossing="drop", top_p_strict=False),
+        519,
+    ),
+    _M(
+        "top-p-before-temperature",
+        "top-p decided on softmax(z) and the draw made at T = 0.7: at T = 1 the nucleus is wider, "
+        "175 tokens outside the target's are kept",
+        TR.bind(TR.top_p, p=TOP_P, before_temperature=True),
+        "topp0.9-V1000-T0.7",
+        TR.law(top_p=TOP_P, order=("top_p", "temperature")),
+        520,
+    ),
+    _M(
+        "top-p-unrenormalized-after-top-k",
+        "top-p's cumulative sum over the full softmax instead of the top-k renormalized one (a joint "
+        "filter): the 50 top-k tokens hold 0.6 < p, so all are kept",
+        TR.bind(TR.top_k_top_p, k=TOP_K, p=TOP_K_TOP_P, renormalize=False),
+        "topk50-topp0.8-V1000",
+        TR.law(top_k=TOP_K, top_p=TOP_K_TOP_P, order="joint"),
+        521,
+    ),
+    _M(
+        "top-k-ties-by-index",
+        "top-k keeps exactly k by a stable sort (torch.topk, lax.top_k) where the target keeps every "
+        "token tied at the k-th logit: 10 tied tokens of higher index never drawn",
+        TR.bind(TR.top_k, k=TIES_K, ties="index"),
+        "topk20-ties-V1000",
+        TR.law(top_k=TIES_K, top_k_ties="low_index"),
+        522,
+    ),
+    _M(
+        "min-p-strict",
+        "min-p keeps P(i) > p max P instead of >=: the 8 tokens exactly at the threshold are dropped",
+        TR.bind(TR.min_p, p=MIN_P, strict=True),
+        "minp-boundary-V1000",
+        TR.law(min_p=MIN_P, min_p_strict=True),
+        523,
+    ),
+    _M(
+        "spec-residual-unnormalized",
+        "speculative step: inverse CDF over max(p - q, 0) never divided by its sum; u past the residual "
+        "mass is clamped to token V-1",
+        SP.sampler("unnormalized"),
+        "spec-tail17-V32768",
+        SP.law("unnormalized"),
+        524,
+    ),
+    _M(
+        "spec-residual-float16",
+        "speculative step: residual max(p - q, 0) in float16: tail residuals of 4.1e-8 round to the "
+        "subnormal 6.0e-8 (+44%), the tail is over-drawn",
+        SP.sampler("float16"),
+        "spec-tail17-V32768",
+        SP.law("float16"),
+        525,
+    ),
+    _M(
+        "spec-resample-from-target",
+        "speculative step: a rejected draft is replaced by a draw from p instead of the residual: tokens "
+        "the draft never proposes are drawn at half their rate",
+        SP.sampler("target"),
+        "spec-tail17-V32768",
+        SP.law("target"),
+        526,
+    ),
 )
 
 CONTROLS: tuple[Mutant, ...] = (
@@ -334,6 +456,60 @@ CONTROLS: tuple[Mutant, ...] = (
         "flat30-V4096",
         laws.exact,
         604,
+        control=True,
+    ),
+    _M(
+        "exact-top-p",
+        "the top-p sampler with the shift (mass before the token < p), temperature first",
+        TR.bind(TR.top_p, p=TOP_P),
+        "topp0.9-V1000",
+        laws.exact,
+        605,
+        control=True,
+    ),
+    _M(
+        "exact-top-p-T0.7",
+        "the top-p sampler at temperature 0.7, temperature first",
+        TR.bind(TR.top_p, p=TOP_P),
+        "topp0.9-V1000-T0.7",
+        laws.exact,
+        606,
+        control=True,
+    ),
+    _M(
+        "exact-top-k-top-p",
+        "top-k, then top-p on the renormalized top-k probabilities",
+        TR.bind(TR.top_k_top_p, k=TOP_K, p=TOP_K_TOP_P),
+        "topk50-topp0.8-V1000",
+        laws.exact,
+        607,
+        control=True,
+    ),
+    _M(
+        "exact-top-k-ties",
+        "top-k keeping every logit >= the k-th largest",
+        TR.bind(TR.top_k, k=TIES_K),
+        "topk20-ties-V1000",
+        laws.exact,
+        608,
+        control=True,
+    ),
+    _M(
+        "exact-min-p",
+        "min-p keeping P(i) >= p max P",
+        TR.bind(TR.min_p, p=MIN_P),
+        "minp-boundary-V1000",
+        laws.exact,
+        609,
+        control=True,
+    ),
+    _M(
+        "exact-speculative-step",
+        "the speculative step with the normalized float64 residual",
+        SP.sampler("exact"),
+        "spec-tail17-V32768",
+        laws.exact,
+        610,
         control=True,
     ),
 )

@@ -18,16 +18,32 @@ from typing import Any
 
 import numpy as np
 
+from flashsampling.reference import sample_inverse_cdf
+
 from ..budget import Budget
+from ..cases import Case
 from ..detection import Detection, plan_detection
 from ..markdown import mutants_page
 from ..suite import TEST_TITLES, run_suite
-from .catalogue import CONTROLS, MUTANTS, Mutant, mutant
+from .catalogue import CONTROLS, MUTANTS, Mutant, mutant, mutant_cases
 from .laws import exact
-from .samplers import exact_inverse_cdf
+from .samplers import Sampler
 
 #: The exact sampler that shadows mutant ``m`` in the tests uses seed ``m.seed + EXACT_SEED_OFFSET``.
 EXACT_SEED_OFFSET = 1000
+
+
+def exact_sampler(case: Case | str) -> Sampler:
+    """The exact sampler of ``case`` (a case or its name in :func:`mutant_cases`): float64 inverse CDF of
+    ``case.probs``, its target law (the softmax, a truncation or the speculative step's ``p``); it ignores
+    the logits it is called with."""
+    c = mutant_cases()[case] if isinstance(case, str) else case
+    probs = c.probs
+
+    def sample(logits, temperature: float, n: int, seed: int) -> np.ndarray:
+        return sample_inverse_cdf(probs, n, np.random.default_rng(seed))
+
+    return sample
 
 
 def law_of(m: Mutant) -> np.ndarray:
@@ -161,7 +177,7 @@ def run_mutants(alpha: float = 1e-3, budget_s: float | None = None, seed: int = 
     # Controls: the exact inverse CDF on every mutant case, then the run-machinery controls, each at
     # the largest n planned on its case.
     for k, case in enumerate(n_by_case):
-        ctl = Mutant(f"exact-inverse-cdf@{case}", "float64 inverse CDF of the exact softmax", exact_inverse_cdf,
+        ctl = Mutant(f"exact-inverse-cdf@{case}", "float64 inverse CDF of the case's target law", exact_sampler(case),
                      case, exact, 700 + k, paired=case in paired_cases, control=True)  # fmt: skip
         entries.append((ctl, False))
     entries += [(c, False) for c in CONTROLS if c.name != "exact-inverse-cdf"]

@@ -1,4 +1,5 @@
-"""One module per test family.
+"""One module per test family, each with its planning twins ``min_detectable_<test>_<measure>`` (the
+deviation detected at ``n``) and ``required_<test>_samples`` (the ``n`` for a deviation).
 
 ========================  ===========================================================================
 module                    tests
@@ -11,6 +12,8 @@ module                    tests
 :mod:`.gumbel`            KS test that the perturbed maximum is Gumbel(logsumexp, 1)
 :mod:`.ties`              tie-bias test on flat logits (lower vs upper index half)
 :mod:`.categories`        per-category binomial tests with Holm correction
-:mod:`.independence`      contingency chi-square between paired draws (rows, seeds, samples, ranks)
+:mod:`.independence`      contingency chi-square between paired draws (rows, seeds, samples, ranks);
+                          the lag scan of two streams at shifts -K..K
+:mod:`.support`           range test: every draw in [0, V) on a category of positive probability
 ========================  ===========================================================================
 """

@@ -8,7 +8,7 @@ over all ``V`` categories keeps the chance that an exact sampler flags any categ
 
 The headline deviation is the *missing-category probability*: a category of probability at least
 ``1 - (alpha / (2V))**(1/n)`` (about ``log(2V / alpha) / n``) that is never drawn is flagged with
-certainty.  :func:`category_min_detectable_shift` gives the detectable shift of any one category.
+certainty.  :func:`min_detectable_category_shift` gives the detectable shift of any one category.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from ._binomial import binomial_pvalues, detectable_shifts
 
 __all__ = [
     "CategoryResult",
-    "category_min_detectable_missing",
-    "category_min_detectable_shift",
-    "category_required_samples",
+    "min_detectable_missing_category",
+    "min_detectable_category_shift",
+    "required_category_samples",
     "category_test",
 ]
 
@@ -70,7 +70,7 @@ class CategoryResult(StatResult):
 
     def detectable_shift(self, p: float) -> tuple[float, float]:
         """Absolute shifts ``(down, up)`` of a category of probability ``p`` detected with ``power``."""
-        return category_min_detectable_shift(self.n, p, self.num_categories, alpha=self.alpha, power=self.power)
+        return min_detectable_category_shift(self.n, p, self.num_categories, alpha=self.alpha, power=self.power)
 
 
 def category_test(samples, probs, *, alpha: float = 1e-6, power: float = 0.99) -> CategoryResult:
@@ -105,8 +105,8 @@ def category_test(samples, probs, *, alpha: float = 1e-6, power: float = 0.99) -
     -----
     Per-category p-values are central: ``min(1, 2 min(P(X <= k), P(X >= k)))``.  The planning uses
     Bonferroni's ``alpha / V`` per category, which Holm never rejects less than, so the stated power
-    is a lower bound.  Planning twins: :func:`category_min_detectable_missing`,
-    :func:`category_required_samples`, :func:`category_min_detectable_shift`.
+    is a lower bound.  Planning twins: :func:`min_detectable_missing_category`,
+    :func:`required_category_samples`, :func:`min_detectable_category_shift`.
 
     References
     ----------
@@ -162,7 +162,7 @@ def _missing(n: int, v: int, alpha: float) -> float:
     return -math.expm1(math.log(alpha / (2.0 * v)) / n)
 
 
-def category_min_detectable_missing(n: int, num_categories: int, *, alpha: float = 1e-6) -> float:
+def min_detectable_missing_category(n: int, num_categories: int, *, alpha: float = 1e-6) -> float:
     """Smallest probability of a never-drawn category that :func:`category_test` flags (with certainty).
 
     ``1 - (alpha / (2V))**(1/n)``, about ``log(2V / alpha) / n``.
@@ -172,10 +172,10 @@ def category_min_detectable_missing(n: int, num_categories: int, *, alpha: float
     return _missing(n, v, check_alpha(alpha))
 
 
-def category_required_samples(missing_probability: float, num_categories: int, *, alpha: float = 1e-6) -> int:
+def required_category_samples(missing_probability: float, num_categories: int, *, alpha: float = 1e-6) -> int:
     """Draws for :func:`category_test` to flag a never-drawn category of probability ``missing_probability``.
 
-    ``ceil(log(alpha / (2V)) / log(1 - p))``; satisfies ``category_min_detectable_missing(n) <= p``.
+    ``ceil(log(alpha / (2V)) / log(1 - p))``; satisfies ``min_detectable_missing_category(n) <= p``.
     """
     v = check_int(num_categories, "num_categories")
     alpha = check_alpha(alpha)
@@ -187,7 +187,7 @@ def category_required_samples(missing_probability: float, num_categories: int, *
     return n
 
 
-def category_min_detectable_shift(
+def min_detectable_category_shift(
     n: int, p: float, num_categories: int, *, alpha: float = 1e-6, power: float = 0.99
 ) -> tuple[float, float]:
     """Absolute shifts ``(down, up)`` of one category of probability ``p`` that :func:`category_test` flags
@@ -198,3 +198,7 @@ def category_min_detectable_shift(
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
     return detectable_shifts(n, p, alpha / v, power, "two-sided")
+
+
+#: Former name of :func:`min_detectable_category_shift` (the calibration page names it).
+category_min_detectable_shift = min_detectable_category_shift

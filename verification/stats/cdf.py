@@ -30,7 +30,7 @@ from ..counts import as_counts
 from ..planning import check_deviation, detectable, dkw_epsilon, dkw_min_detectable, dkw_required_samples
 from ..results import StatResult
 
-__all__ = ["CdfResult", "cdf_min_detectable", "cdf_required_samples", "category_order", "dkwm_cdf_test"]
+__all__ = ["CdfResult", "min_detectable_cdf_distance", "required_cdf_samples", "category_order", "dkwm_cdf_test"]
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -150,7 +150,7 @@ def dkwm_cdf_test(samples, probs, *, order="index", alpha: float = 1e-6, power: 
     )
 
 
-def cdf_min_detectable(n: int, *, alpha: float = 1e-6, power: float = 0.99) -> float:
+def min_detectable_cdf_distance(n: int, *, alpha: float = 1e-6, power: float = 0.99) -> float:
     """Smallest Kolmogorov distance :func:`dkwm_cdf_test` detects with ``power`` on ``n`` draws.
 
     ``sqrt(log(2/alpha) / (2n)) + sqrt(log(2/(1-power)) / (2n))`` (see the module docstring).
@@ -160,7 +160,7 @@ def cdf_min_detectable(n: int, *, alpha: float = 1e-6, power: float = 0.99) -> f
     return detectable(dkw_min_detectable(n, alpha, check_power(power, alpha)), f"n={n}", "the DKWM CDF test")
 
 
-def cdf_required_samples(delta: float, *, alpha: float = 1e-6, power: float = 0.99) -> int:
+def required_cdf_samples(delta: float, *, alpha: float = 1e-6, power: float = 0.99) -> int:
     """Draws :func:`dkwm_cdf_test` needs to detect a Kolmogorov distance ``delta`` with ``power``.
 
     ``ceil((sqrt(log(2/alpha)/2) + sqrt(log(2/(1-power))/2))**2 / delta**2)``; independent of V.

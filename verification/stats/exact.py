@@ -27,10 +27,10 @@ from ..results import StatResult
 
 __all__ = [
     "ExactResult",
-    "exact_min_detectable_tv",
+    "min_detectable_exact_tv",
     "exact_multinomial",
     "exact_power",
-    "exact_required_samples",
+    "required_exact_samples",
     "num_outcomes",
 ]
 
@@ -118,7 +118,7 @@ def exact_multinomial(samples, probs, *, alpha: float = 1e-6, power: float = 0.9
     the test is conservative because outcomes are discrete); (b) a sampler at total variation
     ``>= result.min_detectable`` passes with probability at most ``1 - power``.  The power is computed
     exactly at every alternative tried, but the worst case over the TV sphere is found by a numerical
-    search (:func:`exact_min_detectable_tv`), not proven; ``docs/calibration.md`` measures it.  The detectable
+    search (:func:`min_detectable_exact_tv`), not proven; ``docs/calibration.md`` measures it.  The detectable
     TV scales as ``1 / sqrt(n)`` once ``n`` is large enough that the test can reject at all.
 
     Parameters
@@ -140,7 +140,7 @@ def exact_multinomial(samples, probs, *, alpha: float = 1e-6, power: float = 0.9
     -----
     The smallest attainable p-value is the probability of the least likely outcome; when it exceeds
     ``alpha`` the test can never fail and ``min_detectable`` is ``inf``.  Planning twins:
-    :func:`exact_min_detectable_tv`, :func:`exact_required_samples`, and :func:`exact_power` for a
+    :func:`min_detectable_exact_tv`, :func:`required_exact_samples`, and :func:`exact_power` for a
     given alternative.
 
     References
@@ -303,7 +303,7 @@ def _min_tv_cached(n: int, probs_bytes: bytes, alpha: float, power: float, tol: 
     return hi
 
 
-def exact_min_detectable_tv(n: int, probs, *, alpha: float = 1e-6, power: float = 0.99) -> float:
+def min_detectable_exact_tv(n: int, probs, *, alpha: float = 1e-6, power: float = 0.99) -> float:
     """Smallest TV at which every alternative found on the TV sphere fails :func:`exact_multinomial` with ``power``.
 
     Bisection (relative tolerance 1e-4, rounded up) on the minimum *exact* power over the vertices of
@@ -318,8 +318,8 @@ def exact_min_detectable_tv(n: int, probs, *, alpha: float = 1e-6, power: float 
     return detectable(_min_tv(n, p, alpha, power), f"n={n}", "the exact multinomial test")
 
 
-def exact_required_samples(tv: float, probs, *, alpha: float = 1e-6, power: float = 0.99) -> int:
-    """An ``n`` with ``exact_min_detectable_tv(n, probs) <= tv`` (doubling then bisection).
+def required_exact_samples(tv: float, probs, *, alpha: float = 1e-6, power: float = 0.99) -> int:
+    """An ``n`` with ``min_detectable_exact_tv(n, probs) <= tv`` (doubling then bisection).
 
     Raises ``ValueError`` when the search needs more than ``MAX_OUTCOMES`` outcomes (use the
     chi-square planning, :func:`verification.required_samples`, there).

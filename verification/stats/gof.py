@@ -22,14 +22,22 @@ from scipy import stats
 from .._validate import check_alpha, check_positive_real, check_power, check_probs
 from ..binning import DEFAULT_MIN_EXPECTED, pool_small_bins
 from ..counts import as_counts
-from ..planning import chi2_min_detectable_tv, min_detectable_tv, required_samples
+from ..planning import (
+    chi2_min_detectable_tv,
+    min_detectable_gof_tv,
+    min_detectable_tv,
+    required_gof_samples,
+    required_samples,
+)
 from ..results import GofResult
 
 __all__ = [
     "g_test",
     "goodness_of_fit",
+    "min_detectable_gof_tv",
     "min_detectable_tv",
     "pearson_chisquare",
+    "required_gof_samples",
     "required_samples",
 ]
 
@@ -98,7 +106,7 @@ def pearson_chisquare(
     samples : array_like of int, shape (n,), or Counts
         Category indices drawn by the sampler under test.
     probs : array_like of float, shape (V,)
-        Exact probabilities (summing to 1 within 1e-6).
+        Exact probabilities (summing to 1 within ``V * 2**-23``; float32 input is renormalized in float64).
     alpha : float in (0, 1)
         False-alarm rate.
     power : float in (alpha, 1)

@@ -34,9 +34,9 @@ from ..results import StatResult
 __all__ = [
     "GumbelResult",
     "gumbel_max_test",
-    "gumbel_min_detectable",
-    "gumbel_min_detectable_shift",
-    "gumbel_required_samples",
+    "min_detectable_gumbel_distance",
+    "min_detectable_gumbel_shift",
+    "required_gumbel_samples",
     "gumbel_shift_distance",
 ]
 
@@ -121,8 +121,8 @@ def gumbel_max_test(
 
     Notes
     -----
-    Planning twins: :func:`gumbel_min_detectable`, :func:`gumbel_required_samples`,
-    :func:`gumbel_min_detectable_shift`.  The kernel computes ``M`` in float32; its rounding (relative
+    Planning twins: :func:`min_detectable_gumbel_distance`, :func:`required_gumbel_samples`,
+    :func:`min_detectable_gumbel_shift`.  The kernel computes ``M`` in float32; its rounding (relative
     ``2**-24``) is far below the detectable distance for any feasible ``n``.
 
     References
@@ -177,19 +177,19 @@ def gumbel_max_test(
     )
 
 
-def gumbel_min_detectable(n: int, *, alpha: float = 1e-6, power: float = 0.99) -> float:
+def min_detectable_gumbel_distance(n: int, *, alpha: float = 1e-6, power: float = 0.99) -> float:
     """Smallest Kolmogorov distance :func:`gumbel_max_test` detects: ``kstwo.isf(alpha, n) + eps_(1-power)``."""
     n = check_int(n, "n")
     alpha = check_alpha(alpha)
     return detectable(ks_min_detectable(n, alpha, check_power(power, alpha)), f"n={n}", "the Gumbel-max KS test")
 
 
-def gumbel_min_detectable_shift(n: int, *, alpha: float = 1e-6, power: float = 0.99) -> float:
+def min_detectable_gumbel_shift(n: int, *, alpha: float = 1e-6, power: float = 0.99) -> float:
     """Smallest location shift (nats) of the maximum that :func:`gumbel_max_test` detects with ``power``."""
-    return _shift_for_distance(gumbel_min_detectable(n, alpha=alpha, power=power))
+    return _shift_for_distance(min_detectable_gumbel_distance(n, alpha=alpha, power=power))
 
 
-def gumbel_required_samples(delta: float, *, alpha: float = 1e-6, power: float = 0.99) -> int:
+def required_gumbel_samples(delta: float, *, alpha: float = 1e-6, power: float = 0.99) -> int:
     """Maxima for :func:`gumbel_max_test` to detect a Kolmogorov distance ``delta`` with ``power``."""
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)

@@ -33,8 +33,8 @@ from ..results import StatResult
 
 __all__ = [
     "HomogeneityResult",
-    "homogeneity_min_detectable_tv",
-    "homogeneity_required_samples",
+    "min_detectable_homogeneity_tv",
+    "required_homogeneity_samples",
     "homogeneity_test",
 ]
 
@@ -100,7 +100,7 @@ def homogeneity_test(
     Notes
     -----
     Degrees of freedom ``(2 - 1)(k - 1)`` for ``k`` pooled columns; no continuity correction.
-    Planning twins: :func:`homogeneity_min_detectable_tv`, :func:`homogeneity_required_samples`.
+    Planning twins: :func:`min_detectable_homogeneity_tv`, :func:`required_homogeneity_samples`.
 
     References
     ----------
@@ -163,7 +163,7 @@ def homogeneity_test(
     )
 
 
-def homogeneity_min_detectable_tv(
+def min_detectable_homogeneity_tv(
     n_a: int, n_b: int, num_categories: int, *, alpha: float = 1e-6, power: float = 0.99
 ) -> float:
     """Smallest TV between two samplers that :func:`homogeneity_test` detects with ``power``.
@@ -179,7 +179,7 @@ def homogeneity_min_detectable_tv(
     return detectable(mdtv, f"n_a={n_a}, n_b={n_b}", "the homogeneity test")
 
 
-def homogeneity_required_samples(tv: float, num_categories: int, *, alpha: float = 1e-6, power: float = 0.99) -> int:
+def required_homogeneity_samples(tv: float, num_categories: int, *, alpha: float = 1e-6, power: float = 0.99) -> int:
     """Draws *per sampler* (equal sizes) for :func:`homogeneity_test` to detect a TV of ``tv`` with ``power``."""
     v = check_int(num_categories, "num_categories", minimum=2)
     alpha = check_alpha(alpha)

@@ -16,6 +16,11 @@ the draws, so a failure is always real; a dependence inside one class is not see
 Power: against a joint law ``pi`` with margins ``pi_x, pi_y`` the noncentrality is
 ``n sum (pi_ij - pi_x,i pi_y,j)**2 / (pi_x,i pi_y,j) >= 4 n TV(pi, pi_x x pi_y)**2`` (Cauchy-Schwarz,
 as in :mod:`verification.planning`), with ``(r - 1)(c - 1)`` degrees of freedom.
+
+Lag scan: two streams that must be independent can still overlap with a shift ("seed ``s``'s draw
+``j + 1`` equals seed ``s + 1``'s draw ``j``": a counter advanced by the seed).  Pairing draw ``j`` with
+draw ``j`` sees nothing; :func:`lag_scan_test` pairs ``x[j + l]`` with ``y[j]`` for every shift ``l`` in
+``-K..K`` (``1..K`` within one stream) and corrects for the scan by Bonferroni over the scanned lags.
 """
 
 from __future__ import annotations
@@ -27,22 +32,32 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats
 
-from .._validate import check_alpha, check_int, check_positive_real, check_power, check_samples
+from .._validate import check_alpha, check_int, check_positive_real, check_power, check_probs, check_samples
 from ..binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
 from ..planning import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
 from ..results import StatResult
 
 __all__ = [
+    "DEFAULT_MAX_LAG",
     "IndependenceResult",
-    "independence_min_detectable_tv",
-    "independence_required_samples",
+    "LagScanResult",
     "independence_test",
+    "lag_scan_test",
+    "min_detectable_independence_tv",
+    "min_detectable_lag_scan_tv",
+    "required_independence_samples",
+    "required_lag_scan_samples",
     "serial_independence_test",
+    "table_shape",
 ]
 
 #: Default cap on rank classes per coordinate: 32 x 32 cells keep the degrees of freedom (961) small
 #: enough that a TV of a few percent is detectable at 10^5 pairs.
 MAX_BUCKETS = 32
+#: Shifts scanned each way by :func:`lag_scan_test` (17 lags across two streams, 8 within one): a counter
+#: shared between streams shows at the shift between their starts; 8 covers one draw per seed, per row
+#: or per sample slot of up to 8 slots, at a Bonferroni cost of log(17) in the level.
+DEFAULT_MAX_LAG = 8
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -61,17 +76,25 @@ class IndependenceResult(StatResult):
     _detect_name: ClassVar[str] = "min_detectable_tv"
 
 
+def _default_buckets(v: int, n: int, min_expected: float) -> int:
+    """Rank classes per coordinate: ``min(V, 32, floor(sqrt(n / (4 min_expected))))``, at least 2."""
+    return min(v, MAX_BUCKETS, max(2, math.isqrt(int(n / (4 * min_expected)))))
+
+
 def _labels(values: np.ndarray, v: int, buckets: int) -> np.ndarray:
     margin = np.bincount(values, minlength=v)
     return equal_mass_buckets(margin, buckets)[values]
 
 
-def _pool(labels: np.ndarray, other_min: float, n: int, min_expected: float) -> np.ndarray:
-    """Pool classes whose expected count against the smallest class of the other coordinate is small."""
-    k = int(labels.max()) + 1
-    margin = np.bincount(labels, minlength=k).astype(np.float64)
-    binning = pool_small_bins(margin / n, int(other_min), min_expected)
-    return binning.labels[labels]
+def _pool_rows(table: np.ndarray, other_min: float, n: int, min_expected: float) -> np.ndarray:
+    """Merge the rows of ``table`` whose expected count against the smallest column is small (the pooling
+    rule of :mod:`verification.binning` on the row margin); empty rows are dropped."""
+    margin = table.sum(axis=1).astype(np.float64)
+    labels = pool_small_bins(margin / n, int(other_min), min_expected).labels
+    keep = labels >= 0
+    out = np.zeros((int(labels.max()) + 1, table.shape[1]), dtype=table.dtype)
+    np.add.at(out, labels[keep], table[keep])
+    return out
 
 
 def independence_test(
@@ -119,7 +142,7 @@ def independence_test(
     -----
     Draws of the pairs must be independent *across* pairs (distinct rows, samples or seeds per pair);
     for one stream use :func:`serial_independence_test`, which takes disjoint pairs.  Planning
-    twins: :func:`independence_min_detectable_tv`, :func:`independence_required_samples`.
+    twins: :func:`min_detectable_independence_tv`, :func:`required_independence_samples`.
 
     References
     ----------
@@ -148,7 +171,7 @@ def independence_test(
     if xs.shape != ys.shape:
         raise ValueError(f"x and y must pair up: got {xs.size} and {ys.size} draws")
     n = int(xs.size)
-    b = buckets if buckets is not None else min(v, MAX_BUCKETS, max(2, math.isqrt(int(n / (4 * min_expected)))))
+    b = buckets if buckets is not None else _default_buckets(v, n, min_expected)
     b = check_int(b, "buckets", minimum=2) if v >= 2 else 1
     inside = (xs >= 0) & (xs < v) & (ys >= 0) & (ys < v)
     impossible = int(n - np.count_nonzero(inside))
@@ -159,11 +182,12 @@ def independence_test(
         statistic, pvalue = math.inf, 0.0
     else:
         lx, ly = _labels(xs, v, b), _labels(ys, v, b)
-        for _ in range(2):  # pooling one side shrinks the other side's smallest class; twice settles it
-            lx = _pool(lx, np.bincount(ly).min(), n, min_expected)
-            ly = _pool(ly, np.bincount(lx).min(), n, min_expected)
         r, c = int(lx.max()) + 1, int(ly.max()) + 1
         table = np.bincount(lx * c + ly, minlength=r * c).reshape(r, c)
+        for _ in range(2):  # pooling one side shrinks the other side's smallest class; twice settles it
+            table = _pool_rows(table, table.sum(axis=0).min(), n, min_expected)
+            table = _pool_rows(table.T, table.sum(axis=1).min(), n, min_expected).T
+        r, c = table.shape
         shape = (r, c)
         dof = (r - 1) * (c - 1)
         if dof < 1:
@@ -219,7 +243,7 @@ def serial_independence_test(
     return independence_test(s[i], s[i + lag], num_categories, buckets=buckets, alpha=alpha, power=power)
 
 
-def independence_min_detectable_tv(
+def min_detectable_independence_tv(
     n: int, rows: int, columns: int, *, alpha: float = 1e-6, power: float = 0.99
 ) -> float:
     """Smallest TV from independence that :func:`independence_test` detects on an ``rows x columns`` table."""
@@ -231,7 +255,7 @@ def independence_min_detectable_tv(
     return detectable(chi2_min_detectable_tv(n, (r - 1) * (c - 1), alpha, power), f"n={n}", "the independence test")
 
 
-def independence_required_samples(
+def required_independence_samples(
     tv: float, rows: int, columns: int, *, alpha: float = 1e-6, power: float = 0.99
 ) -> int:
     """Pairs for :func:`independence_test` to detect a TV ``tv`` from independence with ``power``."""
@@ -242,3 +266,253 @@ def independence_required_samples(
     tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     dof = (r - 1) * (c - 1)
     return smallest_n(lambda n: chi2_min_detectable_tv(n, dof, alpha, power) <= tv, what=f"tv={tv!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Lag scan
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class LagScanResult(StatResult):
+    """Result of :func:`lag_scan_test`; ``statistic`` is the chi-square statistic at ``worst_lag`` and
+    ``pvalue`` the Bonferroni-corrected smallest per-lag p-value, ``min(1, L min_l p_l)``.
+
+    Extra attributes: ``lags`` (the ``L`` shifts scanned), ``pvalues`` and ``pairs`` (per lag),
+    ``worst_lag`` (the shift with the smallest p-value), ``serial`` (one stream or two), ``impossible``
+    (pairs with a draw outside ``[0, V)``).  ``n`` is the number of pairs at the shift with the most.
+    """
+
+    lags: np.ndarray
+    pvalues: np.ndarray
+    pairs: np.ndarray
+    worst_lag: int
+    serial: bool
+    impossible: int
+    _show: ClassVar[tuple[str, ...]] = ("worst_lag", "num_lags", "impossible")
+    _detect_name: ClassVar[str] = "min_detectable_tv"
+
+    @property
+    def num_lags(self) -> int:
+        """``L``, the number of shifts scanned (the Bonferroni factor)."""
+        return int(self.lags.size)
+
+
+def _scan_lags(max_lag: int, serial: bool) -> np.ndarray:
+    return np.arange(1, max_lag + 1) if serial else np.arange(-max_lag, max_lag + 1)
+
+
+def _serial_index(size: int, lag: int) -> np.ndarray:
+    """Indices ``i`` of the disjoint pairs ``(s[i], s[i + lag])`` of :func:`serial_independence_test`."""
+    i = np.arange(max(0, size - lag))
+    return i[(i // lag) % 2 == 0]
+
+
+def _pairs_at(x: np.ndarray, y: np.ndarray | None, lag: int) -> tuple[np.ndarray, np.ndarray]:
+    if y is None:
+        i = _serial_index(x.size, lag)
+        return x[i], x[i + lag]
+    if lag >= 0:
+        m = min(x.size - lag, y.size)
+        return x[lag : lag + m], y[:m]
+    m = min(x.size, y.size + lag)
+    return x[:m], y[-lag : -lag + m]
+
+
+def _pair_count(n: int, lag: int, serial: bool) -> int:
+    """Pairs at ``lag`` in streams of ``n`` draws (the size of :func:`_serial_index` for one stream)."""
+    if not serial:
+        return n - abs(lag)
+    blocks, rest = divmod(max(0, n - lag), 2 * lag)
+    return blocks * lag + min(rest, lag)
+
+
+def lag_scan_test(
+    x,
+    y=None,
+    *,
+    num_categories: int,
+    max_lag: int = DEFAULT_MAX_LAG,
+    alpha: float = 1e-6,
+    power: float = 0.99,
+) -> LagScanResult:
+    """Independence of two streams of draws at every shift ``-K..K`` (or of one stream at lags ``1..K``).
+
+    Two streams (``y`` given): for each shift ``l`` the pairs are ``(x[j + l], y[j])`` over every ``j`` with
+    both indices in range, tested by :func:`independence_test` at level ``alpha / L`` (``L = 2K + 1``).
+    One stream (``y`` None): the disjoint pairs ``(x[i], x[i + l])`` of :func:`serial_independence_test`
+    for ``l = 1..K`` (``L = K``).  Fails if any lag's test rejects at ``alpha / L``: the p-value is
+    ``min(1, L min_l p_l)`` (Bonferroni over the scan), or if any draw is outside ``[0, V)``.
+
+    Guarantee: (a) independent streams of iid draws fail with probability at most ``alpha`` (Bonferroni
+    holds for any dependence between the lags' statistics; each lag's pairs are iid under the null, its
+    chi-square asymptotic as :func:`independence_test`'s); (b) streams whose pairs at some shift ``l`` have a
+    joint law at total variation ``>= result.min_detectable`` from independence (over the rank classes
+    of the test) pass with probability at most ``1 - power``.  An overlap ``y[j] = x[j + l]`` has total
+    variation ``1 - sum_i p_i**2`` over the categories and is caught at a few dozen pairs for a spread law.
+    ``min_detectable`` scales as ``1 / sqrt(n)`` and grows like ``sqrt(log L)`` with the scan.
+
+    Parameters
+    ----------
+    x : array_like of int, shape (n,)
+        The first stream (e.g. seed ``s``'s draws of one row, in order).
+    y : array_like of int, shape (m,), optional
+        The second stream (seed ``s + 1``'s draws of the same row); ``None`` scans ``x`` against itself.
+    num_categories : int
+        V.
+    max_lag : int >= 1 (two streams: >= 0)
+        ``K``.
+    alpha, power : float
+
+    Returns
+    -------
+    LagScanResult
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad arguments; streams too short for the scan (fewer than ``2 K + 2`` draws).
+
+    Notes
+    -----
+    Within one stream overlapping pairs are not independent of each other, hence the disjoint pairs
+    (about ``(n - l) / 2`` at lag ``l``).  Planning twins: :func:`min_detectable_lag_scan_tv`,
+    :func:`required_lag_scan_samples`.
+
+    References
+    ----------
+    .. [1] Dunn, O. J. (1961). Multiple comparisons among means. *Journal of the American Statistical
+       Association* 56(293), 52-64 (the Bonferroni bound behind the scan's correction).
+    .. [2] Good, I. J. (1953), *Proc. Cambridge Philos. Soc.* 49(2), 276-284 (serial pairs).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> s = rng.integers(0, 20, 3001)
+    >>> x, y = s[:-1], s[1:]                         # y[j] = x[j + 1]: seed s + 1 is seed s shifted by one
+    >>> lag_scan_test(x, y, num_categories=20).worst_lag
+    1
+    >>> statistic, pvalue = lag_scan_test(x, rng.integers(0, 20, 3000), num_categories=20)
+    >>> pvalue > 1e-6
+    True
+    """
+    v = check_int(num_categories, "num_categories")
+    alpha = check_alpha(alpha)
+    power = check_power(power, alpha)
+    serial = y is None
+    k = check_int(max_lag, "max_lag", minimum=1 if serial else 0)
+    xs = check_samples(x, "x").astype(np.int64, copy=False)
+    ys = None if serial else check_samples(y, "y").astype(np.int64, copy=False)
+    shortest = xs.size if serial else min(xs.size, ys.size)
+    if shortest < 2 * k + 2:
+        raise ValueError(f"streams too short for max_lag={k}: need at least {2 * k + 2} draws, got {shortest}")
+    lags = _scan_lags(k, serial)
+    a = alpha / lags.size
+    results = [independence_test(*_pairs_at(xs, ys, int(lag)), v, alpha=a, power=power) for lag in lags]
+    pv = np.array([r.pvalue for r in results])
+    worst = int(np.argmin(pv))
+    return LagScanResult(
+        test="lag scan (serial)" if serial else "lag scan (two streams)",
+        statistic=float(results[worst].statistic),
+        pvalue=float(min(1.0, lags.size * pv[worst])),
+        n=int(max(r.n for r in results)),
+        alpha=alpha,
+        power=power,
+        min_detectable=float(max(r.min_detectable for r in results)),
+        deviation="total variation from independence (worst lag)",
+        lags=lags,
+        pvalues=pv,
+        pairs=np.array([r.n for r in results]),
+        worst_lag=int(lags[worst]),
+        serial=serial,
+        impossible=int(max(r.impossible for r in results)),
+    )
+
+
+def _class_masses(probs: np.ndarray, buckets: int) -> np.ndarray:
+    p = np.asarray(probs, dtype=np.float64)
+    labels = equal_mass_buckets(p, buckets)
+    masses = np.bincount(labels[p > 0], weights=p[p > 0], minlength=int(labels.max()) + 1)
+    return masses[masses > 0]
+
+
+def _pooled_classes(masses: np.ndarray, other_min: float, min_expected: float) -> int:
+    return pool_small_bins(masses / masses.sum(), max(1, int(other_min)), min_expected).num_bins
+
+
+def table_shape(probs_x, probs_y, n: int, *, min_expected: float = DEFAULT_MIN_EXPECTED) -> tuple[int, int]:
+    """``(rows, columns)`` of the table :func:`independence_test` forms on ``n`` pairs whose margins are
+    exactly ``probs_x`` and ``probs_y``: the default rank classes of each coordinate, then the pooling of
+    classes whose expected cells fall below ``min_expected`` (the test forms them from the observed
+    margins; this is its table at the expected ones).  ``probs_y=None`` uses ``probs_x`` for both."""
+    px = np.asarray(probs_x, dtype=np.float64)
+    py = px if probs_y is None else np.asarray(probs_y, dtype=np.float64)
+    n = check_int(n, "n")
+    mx = _class_masses(px, _default_buckets(px.size, n, min_expected))
+    my = _class_masses(py, _default_buckets(py.size, n, min_expected))
+    r, c = mx.size, my.size
+    for _ in range(2):  # as independence_test: pooling one side shrinks the other's smallest class
+        r = _pooled_classes(mx, n * my.min(), min_expected) if r > 1 else r
+        c = _pooled_classes(my, n * mx.min(), min_expected) if c > 1 else c
+    return r, c
+
+
+def _scan_detectable(n: int, px: np.ndarray, py: np.ndarray | None, k: int, serial: bool, alpha: float,
+                     power: float) -> float:  # fmt: skip
+    lags = _scan_lags(k, serial)
+    counts = [_pair_count(n, int(lag), serial) for lag in lags]
+    fewest, most = min(counts), max(counts)
+    if fewest < 1:
+        return math.inf
+    # The largest table (at the most pairs) with the fewest pairs bounds every lag's detectable TV: the
+    # bound grows with the degrees of freedom and falls with the pairs.
+    r, c = table_shape(px, py, most)
+    worst = chi2_min_detectable_tv(fewest, (r - 1) * (c - 1), alpha / lags.size, power)
+    return worst if worst <= 1.0 else math.inf
+
+
+def _scan_arguments(probs_x, probs_y, serial: bool, max_lag, alpha, power):
+    """The lag-scan planners' checked arguments ``(px, py, K, alpha, power)``."""
+    px = check_probs(probs_x, "probs_x")
+    py = None if probs_y is None else check_probs(probs_y, "probs_y")
+    k = check_int(max_lag, "max_lag", minimum=1 if serial else 0)
+    alpha = check_alpha(alpha)
+    return px, py, k, alpha, check_power(power, alpha)
+
+
+def min_detectable_lag_scan_tv(
+    n: int,
+    probs_x,
+    probs_y=None,
+    *,
+    serial: bool = False,
+    max_lag: int = DEFAULT_MAX_LAG,
+    alpha: float = 1e-6,
+    power: float = 0.99,
+) -> float:
+    """Smallest total variation from independence, at the worst shift, that :func:`lag_scan_test` detects
+    on two streams of ``n`` draws from ``probs_x`` and ``probs_y`` (or one stream of ``n`` draws from
+    ``probs_x`` with ``serial=True``), each lag at level ``alpha / L``, at the table
+    :func:`table_shape` gives for that lag's pairs.  ``ValueError`` when ``n`` is too small for any."""
+    n = check_int(n, "n")
+    px, py, k, alpha, power = _scan_arguments(probs_x, probs_y, serial, max_lag, alpha, power)
+    return detectable(_scan_detectable(n, px, py, k, serial, alpha, power), f"n={n}", "the lag scan")
+
+
+def required_lag_scan_samples(
+    tv: float,
+    probs_x,
+    probs_y=None,
+    *,
+    serial: bool = False,
+    max_lag: int = DEFAULT_MAX_LAG,
+    alpha: float = 1e-6,
+    power: float = 0.99,
+) -> int:
+    """Draws per stream for :func:`lag_scan_test` to detect a total variation ``tv`` from independence at
+    any scanned shift with ``power``; satisfies ``min_detectable_lag_scan_tv(n, ...) <= tv``."""
+    px, py, k, alpha, power = _scan_arguments(probs_x, probs_y, serial, max_lag, alpha, power)
+    tv = check_deviation(tv, "tv", alpha=alpha, power=power)
+    return smallest_n(lambda n: _scan_detectable(n, px, py, k, serial, alpha, power) <= tv, start=2 * k + 2,
+                      what=f"tv={tv!r}")  # fmt: skip

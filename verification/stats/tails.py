@@ -9,13 +9,17 @@ below the top hold ``150000 e**-20 ~ 3e-4`` of it, enough to test with a few tim
 The test counts the draws ``k`` that land in a declared tail set ``T`` and compares them with
 ``Bin(n, p_T)`` exactly (``scipy.stats.binomtest``), one-sided ``"less"`` by default (starvation).
 The deviation is the *relative* tail-mass deficit ``r = 1 - q_T / p_T`` (``r = 1``: fully starved).
+
+Where the tail is not declared, :func:`far_tail` defines it from the target law alone: the tokens whose
+probability is at least ``g`` nats below the largest (``p_i <= p_max e**-g``, ``p_i > 0``), for the deepest
+``g`` of :data:`TAIL_GAPS` at which the test, at the ``n`` planned, would see the tail lose 90 % of its mass.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -26,11 +30,14 @@ from ..results import StatResult
 from ._binomial import binomial_pvalue, check_alternative, detectable_shifts
 
 __all__ = [
+    "TAIL_GAPS",
+    "FarTail",
     "TailResult",
+    "far_tail",
     "tail_mask",
     "tail_mass_test",
-    "tail_min_detectable_deficit",
-    "tail_required_samples",
+    "min_detectable_tail_deficit",
+    "required_tail_samples",
 ]
 
 
@@ -75,6 +82,62 @@ def tail_mask(logits, *, gap: float, temperature: float = 1.0) -> np.ndarray:
     finite = np.isfinite(z)
     m = z[finite].max()
     return finite & ((m - np.where(finite, z, m)) / t >= gap)
+
+
+#: Depths, in nats below the most likely token, at which :func:`far_tail` looks for a tail, deepest first.
+#: Capped noise starves the tokens below its cap: 16.6 nats for Gumbel noise from 24-bit or float32
+#: uniforms (``-log(-log(1 - 2**-24))``) and a float32 running CDF (``2**-24`` of the mass); 7.6 nats from
+#: float16 uniforms, 5.5 from bfloat16 ones.  The deepest depth the draws can test sees every cap above it.
+TAIL_GAPS = (16.0, 12.0, 8.0)
+#: :func:`far_tail` keeps a depth when the tail test at the planned ``n`` detects the loss of this
+#: fraction of the tail's mass: capped noise starves a tail below its cap completely, which a tail of
+#: expected count ``log(2 / alpha)`` already shows; a lighter tail says nothing a reader can use.
+TAIL_MAX_DEFICIT = 0.9
+
+
+class FarTail(NamedTuple):
+    """A tail chosen by :func:`far_tail`: its mask over the categories, depth ``gap`` (nats) and mass."""
+
+    mask: np.ndarray
+    gap: float
+    mass: float
+
+
+def far_tail(probs, n: int, *, alpha: float = 1e-6, power: float = 0.99, gaps=TAIL_GAPS) -> FarTail | None:
+    """The far tail of ``probs`` that :func:`tail_mass_test` can test on ``n`` draws, or ``None``.
+
+    For each depth ``g`` of ``gaps`` (deepest first) the tail is ``T_g = {i : 0 < p_i <= p_max e**-g}``,
+    defined by the target law alone (for a softmax, the tokens ``g`` nats below the top after the
+    temperature; for a truncated law, the kept tokens that far down, since truncation rescales the kept
+    probabilities together).  The first ``T_g`` whose two-sided test at level ``alpha`` and ``n`` draws
+    detects a relative deficit of :data:`TAIL_MAX_DEFICIT` with ``power`` is returned; ``None`` when no
+    depth qualifies (no token that far down, or too little mass there for ``n`` draws to test).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.r_[0.0, np.full(100_000, -19.0)]
+    >>> p = np.exp(z) / np.exp(z).sum()
+    >>> t = far_tail(p, 500_000, alpha=1e-4)
+    >>> t.gap, int(t.mask.sum()), round(t.mass, 5)
+    (16.0, 100000, 0.00056)
+    >>> far_tail(p, 10_000, alpha=1e-4) is None
+    True
+    """
+    p = check_probs(probs)
+    n = check_int(n, "n")
+    alpha = check_alpha(alpha)
+    power = check_power(power, alpha)
+    top = float(p.max())
+    for g in gaps:
+        mask = (p > 0) & (p <= top * math.exp(-float(g)))
+        mass = float(p[mask].sum())
+        if not 0.0 < mass < 1.0:
+            continue
+        down, _ = detectable_shifts(n, mass, alpha, power, "two-sided")
+        if down / mass <= TAIL_MAX_DEFICIT:
+            return FarTail(mask, float(g), mass)
+    return None
 
 
 def _tail_indices(tail, v: int) -> np.ndarray:
@@ -134,7 +197,7 @@ def tail_mass_test(
 
     Notes
     -----
-    Planning twins: :func:`tail_min_detectable_deficit`, :func:`tail_required_samples`.  The test
+    Planning twins: :func:`min_detectable_tail_deficit`, :func:`required_tail_samples`.  The test
     looks only at the total mass in ``T``: it complements the chi-square tests, which pool exactly
     these categories.
 
@@ -190,7 +253,7 @@ def _relative(n: int, p_t: float, alpha: float, power: float, alternative: str) 
     return max(vals)
 
 
-def tail_min_detectable_deficit(
+def min_detectable_tail_deficit(
     n: int, tail_mass: float, *, alpha: float = 1e-6, power: float = 0.99, alternative: str = "less"
 ) -> float:
     """Smallest relative tail deficit ``r`` (``q_T = p_T (1 - r)``) that :func:`tail_mass_test` detects.
@@ -204,13 +267,13 @@ def tail_min_detectable_deficit(
     return detectable(_relative(n, p_t, alpha, power, check_alternative(alternative)), f"n={n}", "the tail test")
 
 
-def tail_required_samples(
+def required_tail_samples(
     deficit: float, tail_mass: float, *, alpha: float = 1e-6, power: float = 0.99, alternative: str = "less"
 ) -> int:
     """Draws for :func:`tail_mass_test` to detect a relative tail deficit ``deficit`` with ``power``.
 
     ``deficit = 1`` (full starvation) needs about ``log(1/alpha) / tail_mass`` draws.  The returned
-    ``n`` satisfies ``tail_min_detectable_deficit(n, tail_mass) <= deficit``.
+    ``n`` satisfies ``min_detectable_tail_deficit(n, tail_mass) <= deficit``.
     """
     p_t = check_fraction(tail_mass, "tail_mass", inclusive_upper=False)
     alpha = check_alpha(alpha)
@@ -219,3 +282,7 @@ def tail_required_samples(
     alternative = check_alternative(alternative)
     return smallest_n(lambda n: _relative(n, p_t, alpha, power, alternative) <= r, what=f"deficit={deficit!r}",
                       limit=BINOMIAL_MAX_SAMPLES)  # fmt: skip
+
+
+#: Former name of :func:`required_tail_samples` (``notebooks/03_finite_precision.py`` calls it).
+tail_required_samples = required_tail_samples

@@ -22,7 +22,7 @@ from ..planning import BINOMIAL_MAX_SAMPLES, check_deviation, detectable, smalle
 from ..results import StatResult
 from ._binomial import binomial_pvalue, detectable_shifts
 
-__all__ = ["TieResult", "tie_bias_test", "tie_min_detectable_shift", "tie_required_samples"]
+__all__ = ["TieResult", "tie_bias_test", "min_detectable_tie_shift", "required_tie_samples"]
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -95,7 +95,7 @@ def tie_bias_test(
 
     Notes
     -----
-    Planning twins: :func:`tie_min_detectable_shift`, :func:`tie_required_samples`.  For odd ``m`` the
+    Planning twins: :func:`min_detectable_tie_shift`, :func:`required_tie_samples`.  For odd ``m`` the
     middle index belongs to the upper half, so ``p_L = floor(m/2) / m < 1/2``.
 
     References
@@ -139,7 +139,7 @@ def tie_bias_test(
     )
 
 
-def tie_min_detectable_shift(n: int, num_tied: int, *, alpha: float = 1e-6, power: float = 0.99) -> float:
+def min_detectable_tie_shift(n: int, num_tied: int, *, alpha: float = 1e-6, power: float = 0.99) -> float:
     """Smallest shift of the lower-half mass that :func:`tie_bias_test` detects in both directions."""
     n = check_int(n, "n")
     m = check_int(num_tied, "num_tied", minimum=2)
@@ -148,7 +148,7 @@ def tie_min_detectable_shift(n: int, num_tied: int, *, alpha: float = 1e-6, powe
     return detectable(max(detectable_shifts(n, (m // 2) / m, alpha, power, "two-sided")), f"n={n}", "the tie test")
 
 
-def tie_required_samples(shift: float, num_tied: int, *, alpha: float = 1e-6, power: float = 0.99) -> int:
+def required_tie_samples(shift: float, num_tied: int, *, alpha: float = 1e-6, power: float = 0.99) -> int:
     """Draws for :func:`tie_bias_test` to detect a lower-half mass shift ``shift`` with ``power``."""
     m = check_int(num_tied, "num_tied", minimum=2)
     alpha = check_alpha(alpha)

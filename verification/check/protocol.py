@@ -1,0 +1,154 @@
+"""The sampler protocol of :func:`verification.check_sampler`: how a user's callable is called and read.
+
+A sampler is a callable ``sampler(logits, num_samples, seed) -> tokens``:
+
+* ``logits``: a float32 ``torch.Tensor`` of shape ``[B, V]`` (rows may differ; ``-inf`` masks a token), on
+  the device of the logits given to the checker (the CPU for NumPy input), a fresh copy at every call;
+* ``num_samples``: an ``int >= 1``;
+* ``seed``: an ``int`` in ``[0, 2**31)`` (int32-safe: ``numpy.random.seed``, JAX keys); the same seed must
+  give the same tokens, and distinct seeds independent draws;
+* ``tokens``: integers of shape ``[B, num_samples]``, a torch tensor, a NumPy array or anything
+  ``numpy.asarray`` takes (a JAX array); ``tokens[b, j]`` is draw ``j`` of row ``b``.
+
+A sampler without a seed is allowed: it is called as ``sampler(logits, num_samples)``.  Which form a
+callable has is read from its signature: it takes a seed when it has a parameter named ``seed`` (passed by
+keyword) or a third positional parameter without a default (passed by position); a callable whose signature
+cannot be read (some builtins and extension functions) is called with three positional arguments.  Other
+parameters must have defaults: bind the temperature, top-k and the like with ``functools.partial`` or a
+closure, since the protocol does not pass them.
+
+A call whose result is not an integer array of shape ``[B, num_samples]`` raises ``ValueError`` (shape) or
+``TypeError`` (dtype) naming the sampler: it broke the protocol, which no statistic can judge.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from flashsampling.targets._inputs import float_logits
+
+__all__ = ["SEED_LIMIT", "SamplerCall", "prepare_logits", "read_tokens", "seed_form"]
+
+#: Seeds passed to a sampler lie in ``[0, SEED_LIMIT)``: int32-safe, so ``numpy.random.seed``,
+#: ``torch.manual_seed`` and ``jax.random.key`` all accept them.
+SEED_LIMIT = 2**31
+
+
+def _describe(fn) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    module = getattr(fn, "__module__", None)
+    if name is None:
+        func = getattr(fn, "func", None)  # functools.partial
+        return f"partial({_describe(func)})" if func is not None else type(fn).__name__
+    return f"{module}.{name}" if module and module != "builtins" else str(name)
+
+
+def seed_form(fn) -> tuple[bool, bool]:
+    """``(takes_seed, by_keyword)`` read from the signature (see the module docstring)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return True, False
+    params = sig.parameters
+    kinds = inspect.Parameter
+    if "seed" in params and params["seed"].kind not in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD):
+        return True, params["seed"].kind != kinds.POSITIONAL_ONLY
+    positional = [p for p in params.values() if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == kinds.VAR_POSITIONAL for p in params.values()):
+        return True, False
+    if len(positional) >= 3 and positional[2].default is kinds.empty:
+        return True, False
+    if len(positional) >= 2:
+        return False, False
+    raise TypeError(
+        f"sampler must take (logits, num_samples[, seed]); {_describe(fn)} takes {len(positional)} positional "
+        "argument(s)"
+    )
+
+
+@dataclass(frozen=True)
+class SamplerCall:
+    """A user's callable behind the protocol.
+
+    Attributes
+    ----------
+    fn : callable
+    seeded : bool
+        It takes a seed (see the module docstring).
+    seed_by_keyword : bool
+    name : str
+        ``module.qualname`` of the callable, for reports.
+    """
+
+    fn: Callable
+    seeded: bool
+    seed_by_keyword: bool
+    name: str
+
+    @classmethod
+    def wrap(cls, sampler) -> SamplerCall:
+        """Read ``sampler``'s form; ``TypeError`` if it is not callable or takes fewer than two arguments."""
+        if not callable(sampler):
+            raise TypeError(f"sampler must be callable, got {type(sampler).__name__}")
+        seeded, by_keyword = seed_form(sampler)
+        return cls(sampler, seeded, by_keyword, _describe(sampler))
+
+    def __call__(self, logits: torch.Tensor, num_samples: int, seed: int | None) -> np.ndarray:
+        """Call the sampler on a copy of ``logits`` and return its tokens as int64 ``[B, num_samples]``."""
+        z = logits.clone()
+        if not self.seeded:
+            out = self.fn(z, num_samples)
+        elif self.seed_by_keyword:
+            out = self.fn(z, num_samples, seed=seed)
+        else:
+            out = self.fn(z, num_samples, seed)
+        return read_tokens(out, (int(logits.shape[0]), num_samples), self.name)
+
+
+def read_tokens(out, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """A sampler's output as a fresh int64 array of ``shape`` (a broadcast view is copied, so repeated
+    draws reach the tests, which judge them); ``TypeError``/``ValueError`` naming the sampler otherwise."""
+    if isinstance(out, torch.Tensor):
+        out = out.detach().cpu()
+        if out.dtype == torch.bfloat16:
+            out = out.float()
+        out = out.numpy()
+    try:
+        arr = np.array(out)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"sampler {name} returned {type(out).__name__}, not an array of tokens") from e
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"sampler {name} must return integer tokens, got dtype={arr.dtype}")
+    if arr.shape != shape:
+        raise ValueError(f"sampler {name} returned shape {arr.shape}; the protocol asks for {shape}")
+    return arr.astype(np.int64, copy=False)
+
+
+def prepare_logits(logits) -> tuple[torch.Tensor, np.ndarray]:
+    """``logits`` ``[V]`` or ``[B, V]`` as the sampler receives them (float32 torch ``[B, V]``, on the
+    device of a torch input, else the CPU) and their values in float64 (from which targets are computed).
+
+    Raises ``TypeError`` for a non-floating input; ``ValueError`` for another shape, ``V = 0``, NaN or
+    ``+inf``, or a row with no finite logit (:func:`flashsampling.targets._inputs.float_logits`).
+    """
+    if isinstance(logits, torch.Tensor):
+        if not logits.dtype.is_floating_point:
+            raise TypeError(f"logits must hold floating-point values, got dtype={logits.dtype}")
+        t = logits.detach().to(torch.float32)
+    else:
+        arr = np.asarray(logits)
+        if arr.dtype.kind != "f":
+            raise TypeError(f"logits must hold floating-point values, got dtype={arr.dtype}")
+        t = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
+    if t.dim() == 1:
+        t = t[None, :]
+    if t.dim() != 2:
+        raise ValueError(f"logits must have shape [V] or [B, V], got shape {tuple(t.shape)}")
+    t = t.contiguous()
+    z, _ = float_logits(t.cpu(), "logits")
+    return t, z
