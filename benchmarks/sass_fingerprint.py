@@ -63,6 +63,8 @@ def compile_triton(fn, types: dict[str, str], constexprs: dict[str, object], opt
     from triton.compiler import ASTSource
 
     names = fn.arg_names
+    # Compile-time parameters with a default (e.g. stage 1's SEED_PTR) take it, as a launch would.
+    constexprs = {**{p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}, **constexprs}
     signature = {n: ("constexpr" if n in constexprs else types[n]) for n in names}
     aligned = [[(i,), [["tt.divisibility", 16]]] for i, n in enumerate(names) if signature[n].startswith("*")]
     attrs = {k: v for k, v in aligned}

@@ -52,7 +52,8 @@ class Request:
     Attributes
     ----------
     num_samples : int
-    seed : int in ``[0, 2**64)`` (drawn from torch's CPU generator when the caller passed ``None``)
+    seed : int in ``[0, 2**64)`` (drawn from torch's CPU generator when the caller passed ``None``), or a 0-dim
+        int64 tensor on the data's device (a device seed: the stage-1 kernel loads it, :func:`device_seed_words`)
     inv_temp : torch.Tensor, float32, shape (B,)
         ``1/T`` per row, 0 for a greedy row.
     temp_flags : torch.Tensor or None, int32, shape (B,)
@@ -68,7 +69,7 @@ class Request:
     """
 
     num_samples: int
-    seed: int
+    seed: int | torch.Tensor
     inv_temp: torch.Tensor
     temp_flags: torch.Tensor | None
     all_greedy: bool
@@ -77,9 +78,17 @@ class Request:
     what: str = LM_HEAD_LOGITS
 
     @property
-    def seed_words(self) -> tuple[int, int]:
-        """The Philox key ``(seed_lo, seed_hi)``."""
+    def seed_words(self) -> tuple[int, int] | tuple[torch.Tensor, int]:
+        """The Philox key ``(seed_lo, seed_hi)``; for a device seed ``(seed tensor, 0)``, the stage-1 kernels'
+        ``SEED_PTR`` form."""
+        if isinstance(self.seed, torch.Tensor):
+            return self.seed, 0
         return split_seed(self.seed)
+
+    @property
+    def device_seed(self) -> bool:
+        """Whether the seed is a tensor that the stage-1 kernel loads (never the Gluon kernel's case)."""
+        return isinstance(self.seed, torch.Tensor)
 
     @property
     def noise(self) -> bool:
@@ -93,7 +102,7 @@ class Request:
         (``tiles``, else :func:`~flashsampling.kernels.tiles.stage1_tiles` for this call's needs)."""
         S = self.num_samples
         tiles = check.check_tiles(tiles) or stage1_tiles(hidden, weight, S, return_lse=return_lse,
-                                                         col_offset=col_offset)  # fmt: skip
+                                                         col_offset=col_offset, device_seed=self.device_seed)
         lo, hi = self.seed_words
         parts = launch_fused_stage1(hidden, weight, self.inv_temp, lo, hi, S, tiles, col_offset=col_offset,
                                     return_lse=return_lse, noise=self.noise)  # fmt: skip
@@ -129,27 +138,32 @@ class Request:
 
 
 def new_request(temperature, seed, num_samples, batch: int, device: torch.device, *, host_checks: bool,
-                what: str = LM_HEAD_LOGITS) -> Request:  # fmt: skip
+                what: str = LM_HEAD_LOGITS, device_seed: bool = False) -> Request:  # fmt: skip
     """Check ``num_samples``, ``seed`` and ``temperature`` for ``batch`` rows on ``device`` (in that order) and
-    make the :class:`Request` (the seed drawn when ``None``; ``1/T`` per row on the device)."""
+    make the :class:`Request` (the seed drawn when ``None``; ``1/T`` per row on the device).  ``device_seed``: a
+    0-dim int64 seed tensor on ``device`` is kept for the kernel to load (:func:`~flashsampling._validate.check_seed`;
+    the single-device entry points only)."""
     S = check.check_num_samples(num_samples)
-    seed = check.check_seed(seed)
+    seed = check.check_seed(seed, device if device_seed else None)
     host_checks = check.check_flag("host_checks", host_checks)
     inv_temp, temp_flags, all_greedy = check.inverse_temperature(temperature, batch, device)
     return Request(S, seed, inv_temp, temp_flags, all_greedy, temperature, host_checks, what)
 
 
-def lm_head_request(hidden, weight, *, temperature, seed, num_samples, host_checks: bool) -> tuple[Request, int]:
+def lm_head_request(hidden, weight, *, temperature, seed, num_samples, host_checks: bool,
+                    device_seed: bool = False) -> tuple[Request, int]:  # fmt: skip
     """Check ``hidden [B, D]`` and ``weight [V, D]`` (``B`` and ``V`` at least 1 and below ``2**31``), then as
     :func:`new_request`.  Returns ``(request, V)``."""
     B, V, _, device = check.check_lm_head(hidden, weight)
     check.check_nonempty("weight", V, "V")
-    return new_request(temperature, seed, num_samples, B, device, host_checks=host_checks), V
+    return new_request(temperature, seed, num_samples, B, device, host_checks=host_checks,
+                       device_seed=device_seed), V
 
 
-def logits_request(logits, *, temperature, seed, num_samples, host_checks: bool) -> tuple[Request, int]:
+def logits_request(logits, *, temperature, seed, num_samples, host_checks: bool,
+                   device_seed: bool = False) -> tuple[Request, int]:  # fmt: skip
     """Check ``logits [B, V]``, then as :func:`new_request`.  Returns ``(request, V)``."""
     B, V = check.check_logits(logits)
     request = new_request(temperature, seed, num_samples, B, logits.device, host_checks=host_checks,
-                          what=GIVEN_LOGITS)  # fmt: skip
+                          what=GIVEN_LOGITS, device_seed=device_seed)  # fmt: skip
     return request, V

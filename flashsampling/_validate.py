@@ -153,8 +153,23 @@ def check_tiles(tiles):
     return tiles
 
 
-def check_seed(seed) -> int:
-    """A seed in ``[0, 2**64)`` (a Python or NumPy int); ``None`` draws one from torch's default CPU generator."""
+def check_seed(seed, device: torch.device | None = None) -> int | torch.Tensor:
+    """A seed in ``[0, 2**64)`` (a Python or NumPy int); ``None`` draws one from torch's default CPU generator.
+
+    With ``device`` (the entry points whose stage-1 kernels can load the seed: :func:`~flashsampling.sample` and
+    :func:`~flashsampling.sample_from_logits`), a 0-dim ``torch.int64`` tensor is accepted too, its two's-complement
+    64 bits being the seed: on ``device`` it is returned as it is (the kernel loads it: no synchronization, and a
+    captured CUDA graph replays with whatever value the tensor holds); on the CPU (data elsewhere) it is read on the
+    host."""
+    if device is not None and isinstance(seed, torch.Tensor):
+        if seed.dim() != 0 or seed.dtype != torch.int64:
+            raise TypeError(f"a tensor seed must be a 0-dim torch.int64 tensor, got dtype={seed.dtype} and shape "
+                            f"{tuple(seed.shape)}")
+        if seed.device == device:
+            return seed
+        if seed.device.type != "cpu":
+            raise ValueError(f"seed is on {seed.device} but the inputs are on {device}")
+        return int(seed.item()) & (2**64 - 1)
     if seed is None:
         # Two 32-bit draws: torch.randint's upper bound is exclusive and must fit int64.
         hi, lo = torch.randint(0, 2**32, (2,), dtype=torch.int64).tolist()

@@ -24,14 +24,15 @@ The op takes the seed as a 0-dim ``torch.int64`` tensor whose 64 bits are the se
 (negative values are the seeds in ``[2**63, 2**64)``).  The tokens are those of :func:`flashsampling.sample`
 with ``seed=s``, with its contract (noise a pure function of ``(s, row, vocabulary index, sample)``; never reuse
 one seed for two steps of the same rows).  The wrappers accept an int in ``[0, 2**64)``, such a tensor, or
-``None`` (a fresh seed from torch's default generator, the same draw as :func:`flashsampling.sample`'s).  Today
-the implementation reads the seed on the host (``.item()``; a synchronization when the tensor is on a GPU).
+``None`` (a fresh seed from torch's default generator, the same draw as :func:`flashsampling.sample`'s).
 Under ``torch.compile``, pass the seed as a tensor: an int is a constant of the graph (a new value recompiles).
 
-A seed read on the host would be frozen into a captured CUDA graph (every replay would repeat the captured
-noise), so the ops refuse to run during CUDA-graph capture (``NotImplementedError``).  Replaying a graph with a
-new seed needs the kernels to load the seed from device memory; the schema already carries the seed as a tensor
-for that, so adding it will not change the ops' signatures.
+A seed tensor on the inputs' device is loaded by the stage-1 kernel (a device seed: no synchronization, the
+Triton stage-1 kernels), so a captured CUDA graph replays with the value the tensor holds at replay: write the
+next step's seed into it (``seed.fill_(s)`` or ``seed.copy_(...)``) and replay, without recapture.  A seed tensor
+on the CPU (or an int, or ``None``) is read on the host and would be frozen into a captured graph, so the ops
+refuse it during capture (``ValueError``); so does ``host_checks=True`` (its flags are read on the host: pass
+``host_checks=False`` in a captured step).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _sample_op(
         hidden,
         weight,
         temperature=temperature if temperature is not None else temperature_value,
-        seed=_host_seed(seed),
+        seed=_checked_seed(seed, hidden.device, host_checks),
         num_samples=num_samples,
         host_checks=host_checks,
     )
@@ -87,7 +88,7 @@ def _sample_from_logits_op(
     return flashsampling.sample_from_logits(
         logits,
         temperature=temperature if temperature is not None else temperature_value,
-        seed=_host_seed(seed),
+        seed=_checked_seed(seed, logits.device, host_checks),
         num_samples=num_samples,
         host_checks=host_checks,
     )
@@ -131,9 +132,8 @@ def sample(
     Raises
     ------
     TypeError, ValueError
-        Bad arguments, named in the message.
-    NotImplementedError
-        Called during CUDA-graph capture (the seed would be frozen into the graph).
+        Bad arguments, named in the message; during CUDA-graph capture, a seed that is not a tensor on the inputs'
+        device, or ``host_checks=True``.
     """
     temperature, temperature_value = _split_temperature(temperature)
     return _sample_op(hidden, weight, temperature, temperature_value, _seed_tensor(seed),
@@ -196,16 +196,22 @@ def _seed_tensor(seed) -> torch.Tensor:
     return torch.tensor(seed - 2**64 if seed >= 2**63 else seed, dtype=torch.int64)
 
 
-def _host_seed(seed: torch.Tensor) -> int:
-    """The seed tensor's value as an int in ``[0, 2**64)``, read on the host (refused during CUDA-graph capture)."""
+def _checked_seed(seed: torch.Tensor, device: torch.device, host_checks: bool) -> torch.Tensor | int:
+    """The op's seed for the sampler: the tensor itself when it is on ``device`` (a device seed, loaded by the
+    kernel), else its value read on the host as an int in ``[0, 2**64)``.  During CUDA-graph capture only a device
+    seed with ``host_checks=False`` is accepted (anything read on the host would be frozen into the graph)."""
     if seed.dim() != 0 or seed.dtype != torch.int64:
         raise TypeError(f"seed must be a 0-dim torch.int64 tensor, got dtype={seed.dtype} and shape "
                         f"{tuple(seed.shape)}")
-    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
-        raise NotImplementedError(
-            "flashsampling ops read the seed on the host, which would freeze it into a captured CUDA graph; "
-            "replaying with a new seed needs a seed read by the kernel (not implemented yet)"
-        )
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        if host_checks:
+            raise ValueError("host_checks=True reads the kernels' flags on the host, which CUDA-graph capture "
+                             "forbids: pass host_checks=False in a captured step")
+        if seed.device != device:
+            raise ValueError(f"seed is on {seed.device}: during CUDA-graph capture the seed must be a tensor on "
+                             f"{device}, which the kernel loads at every replay (a host seed would be frozen)")
+    if seed.device == device:
+        return seed
     return int(seed.item()) & _MASK64
 
 

@@ -11,6 +11,12 @@ tile sizes, grid or launch layout: the same call gives the same tokens on every 
 two decoding steps of the same rows: the noise would repeat.  Rows are keyed by their position in
 the batch; to give requests independent streams across steps, vary the seed per step.
 
+A device seed: :func:`sample` and :func:`sample_from_logits` also take a 0-dim ``torch.int64`` tensor on the
+inputs' device, whose two's-complement 64 bits are the seed (the same tokens as that int).  The stage-1 kernel
+loads it (``SEED_PTR``), so the call never reads it on the host and a captured CUDA graph replays with whatever
+value the tensor holds (:mod:`flashsampling.ops`).  Such a call runs the Triton stage-1 kernels, not the Gluon
+kernel.
+
 Checks
 ------
 Shape, dtype and device checks are always on.  ``host_checks=True`` (the default) adds the checks
@@ -35,7 +41,7 @@ def sample(
     weight: torch.Tensor,
     *,
     temperature: float | torch.Tensor = 1.0,
-    seed: int | None = None,
+    seed: int | torch.Tensor | None = None,
     num_samples: int = 1,
     host_checks: bool = True,
     tiles: TileConfig | None = None,
@@ -54,7 +60,7 @@ def sample(
     temperature : float or torch.Tensor of shape (B,)
         ``0`` means greedy (argmax; exact ties broken at random).  Must be finite and ``>= 0``.  A number
         ``0`` skips the noise's work altogether (the same tokens as zeros in a tensor).
-    seed : int in [0, 2**64) or None
+    seed : int in [0, 2**64), None, or a 0-dim int64 tensor on the inputs' device (a device seed, see above)
     num_samples : int >= 1
         Independent samples per row.
     host_checks : bool
@@ -76,7 +82,7 @@ def sample(
         Bad arguments (named in the message); NaN/inf logits when ``host_checks``.
     """
     request, V = lm_head_request(hidden, weight, temperature=temperature, seed=seed, num_samples=num_samples,
-                                 host_checks=host_checks)  # fmt: skip
+                                 host_checks=host_checks, device_seed=True)  # fmt: skip
     # A greedy row's score is z, noise or not (its noise is multiplied by 0): a number temperature of 0 skips the
     # noise's work, with the same tokens (15-26% faster at B = 256: the no-noise runs of
     # benchmarks/results/coop_probe_h200.json).
@@ -88,7 +94,7 @@ def sample_from_logits(
     logits: torch.Tensor,
     *,
     temperature: float | torch.Tensor = 1.0,
-    seed: int | None = None,
+    seed: int | torch.Tensor | None = None,
     num_samples: int = 1,
     host_checks: bool = True,
     block_b: int | None = None,
@@ -113,6 +119,6 @@ def sample_from_logits(
     torch.Tensor, int64, shape (B, num_samples)
     """
     request, V = logits_request(logits, temperature=temperature, seed=seed, num_samples=num_samples,
-                                host_checks=host_checks)  # fmt: skip
+                                host_checks=host_checks, device_seed=True)  # fmt: skip
     parts, _ = request.logits_stage1(logits, block_b, block_v)
     return request.reduce_and_finish(parts, V)

@@ -115,6 +115,8 @@ def make_ir(fn, signature: dict, constexprs: dict, gluon: bool = False) -> str:
     ir.load_dialects(context)
     backend.load_dialects(context)
     names = fn.arg_names
+    # Compile-time parameters with a default (e.g. stage 1's SEED_PTR) take it, as a launch would.
+    constexprs = {**{p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}, **constexprs}
     if gluon:
         from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -167,6 +169,9 @@ def kernels() -> dict:
          "INPUT_PRECISION": "tf32", "EPILOGUE_V": 32, "FLATTEN": True, **epi})  # fmt: skip
     out["stage1-logits"] = lambda: make_ir(stage1.logits_stage1_kernel, _signature(stage1.logits_stage1_kernel),
                                            {"BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, **epi})  # fmt: skip
+    out["stage1-logits-device-seed"] = lambda: make_ir(
+        stage1.logits_stage1_kernel, _signature(stage1.logits_stage1_kernel, seed_lo="*i64"),
+        {"BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, **epi, "SEED_PTR": True})
     out["reduce-tiles"] = lambda: make_ir(stage2.reduce_tiles_kernel, _signature(stage2.reduce_tiles_kernel),
                                           {"BLOCK_SIZE_T": 1024})  # fmt: skip
     out["reduce-candidates"] = lambda: make_ir(

@@ -51,6 +51,11 @@ KERNELS = {{
 REGISTERS = {"3-groups": launch_registers(3), "stage-per-group": launch_registers(3), "handoff-2": launch_registers(3)}
 
 
+#: Probes whose recorded compiles spill (bytes of spill stores), kept as measured: ``oct_hi``'s 16-bit bounds
+#: (benchmarks/NOTES.md, the noise-cost probes' round 3: a 56-byte stack frame outside the scan).
+KNOWN_SPILLS = {"noise-oct_hi": 60}
+
+
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_benchmark_script_imports(name):
     """The script imports (its ``main`` is not run: it needs a GPU).  What a script sets in the environment at import
@@ -78,9 +83,9 @@ def probes(tmp_path_factory):
 def test_probe_compiles_for_sm90_without_spills(name, probes, tmp_path):
     """Each probe builds for sm_90a, fits the shared memory (227 KB) and its launch's register budget, and spills
     nothing -- but the ``epilogue`` mode (the sampler's epilogue alone, a timing probe), whose 240 bytes of spills
-    are those it always had (its SASS is unchanged by the move out of the package).  The ``epilogue`` mode has no
-    loads or MMAs, the others both; the cooperative probe's MMAs are ``64 x 256 x 16`` per warp group, and its
-    ``imad`` filler has its 64-bit products."""
+    are those it always had (its SASS is unchanged by the move out of the package), and :data:`KNOWN_SPILLS`.
+    The ``epilogue`` mode has no loads or MMAs, the others both; the cooperative probe's MMAs are
+    ``64 x 256 x 16`` per warp group, and its ``imad`` filler has its 64-bit products."""
     rec = probes[name]
     assert "error" not in rec, rec.get("error")
     assert rec["shared"] <= SHARED_BYTES
@@ -93,4 +98,5 @@ def test_probe_compiles_for_sm90_without_spills(name, probes, tmp_path):
     if name == "mode-epilogue":
         return
     regs = REGISTERS.get(name, launch_registers(2))
-    assert_no_spills(tmp_path, ptx, regs, exact_registers=not name.startswith("coop"))
+    assert_no_spills(tmp_path, ptx, regs, exact_registers=not name.startswith("coop"),
+                     known_spill_bytes=KNOWN_SPILLS.get(name, 0))

@@ -134,12 +134,25 @@ def test_inductor_lowers_both_ops(inputs):
             assert torch.equal(got, expected)
 
 
-def test_refused_during_cuda_graph_capture(inputs, monkeypatch):
-    # A seed read on the host would be frozen into the captured graph.
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+@pytest.mark.parametrize(
+    "seed, host_checks, message",
+    [(1, False, "must be a tensor on"), (torch.tensor(1), True, "host_checks=True")],
+    ids=["int-seed", "host-checks"],
+)
+def test_capture_refuses_what_the_host_reads(inputs, monkeypatch, seed, host_checks, message):
+    # A seed read on the host, or flags read on the host, would be frozen into (or break) a captured graph.
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
-    with pytest.raises(NotImplementedError, match="captured CUDA graph"):
-        ops.sample(*inputs, seed=1)
+    cuda = torch.device("cuda")
+    with pytest.raises(ValueError, match=message):
+        ops._checked_seed(ops._seed_tensor(seed), cuda, host_checks)
+
+
+def test_a_seed_tensor_on_the_inputs_device_goes_to_the_kernel(inputs):
+    # On the inputs' device the tensor itself reaches the sampler (the kernel loads it); elsewhere its value.
+    hidden, _ = inputs
+    seed = torch.tensor(-3, device=hidden.device)
+    assert ops._checked_seed(seed, hidden.device, True) is seed
+    assert ops._checked_seed(torch.tensor(-3), torch.device("meta"), True) == 2**64 - 3
 
 
 _META_H, _META_W = torch.empty(2, D, device="meta"), torch.empty(V, D, device="meta")

@@ -48,6 +48,17 @@ def epilogue_constants(*, return_lse: bool, noise: bool, col_offset: int) -> dic
 
 
 @device_function
+def device_seed_words(seed_ptr):
+    """The Philox key ``(lo, hi)`` of a device seed: the low and high 32 bits of the int64 at ``seed_ptr`` (the
+    two's-complement bits of the seed ``s``, so ``(s mod 2**32, s >> 32)`` as :func:`~flashsampling.noise.split_seed`
+    gives for the int).  The stage-1 kernels call it under ``SEED_PTR``: one scalar load per program."""
+    s = tl.load(seed_ptr).to(tl.uint64, bitcast=True)
+    lo = (s & 0xFFFFFFFF).to(tl.uint32)
+    hi = (s >> 32).to(tl.uint32)
+    return lo, hi
+
+
+@device_function
 def scores_and_flags(z, row_ok, col_ok, inv_temp, ALLOW_NEG_INF: tl.constexpr):
     """The unperturbed scores of a ``[rows, cols]`` block of fp32 logits and its per-row flags.
 

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from .epilogue import epilogue_constants, tile_epilogue
+from .epilogue import device_seed_words, epilogue_constants, tile_epilogue
 from .hardware import num_programs
 from .launch import cdiv, direct
 
@@ -65,8 +65,12 @@ def fused_persistent_kernel(
     NOISE: tl.constexpr,
     EPILOGUE_V: tl.constexpr,
     FLATTEN: tl.constexpr,
+    SEED_PTR: tl.constexpr = False,
 ):
-    """Persistent ``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)``, fp32 accumulation."""
+    """Persistent ``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)``, fp32 accumulation.  ``SEED_PTR`` as in
+    :func:`~.stage1.fused_stage1_kernel`."""
+    if SEED_PTR:
+        seed_lo, seed_hi = device_seed_words(seed_lo)
     program = tl.program_id(0)
     num_b_tiles = tl.cdiv(B, BLOCK_SIZE_B)
     num_v_tiles = tl.cdiv(V, BLOCK_SIZE_V)
@@ -126,6 +130,8 @@ def launch_persistent(
     grid, args = persistent_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles,
                                       col_offset)  # fmt: skip
     consts = epilogue_constants(return_lse=return_lse, noise=noise, col_offset=col_offset)
+    if isinstance(seed_lo, torch.Tensor):
+        consts["SEED_PTR"] = True  # a device seed
     return direct(fused_persistent_kernel)[grid](
         *args, **tiles.matmul_constants(upcast), NUM_PROGRAMS=grid[0], FLATTEN=True, **consts,
         EPILOGUE_V=tiles.epilogue_v, **tiles.launch_options(),

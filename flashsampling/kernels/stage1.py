@@ -57,7 +57,7 @@ import triton
 import triton.language as tl
 
 from .._device import UPCAST_DOT
-from .epilogue import epilogue_constants, perturb_select_store, tile_epilogue
+from .epilogue import device_seed_words, epilogue_constants, perturb_select_store, tile_epilogue
 from .hardware import tma_compatible
 from .launch import cdiv, direct
 from .persistent import launch_persistent
@@ -101,8 +101,12 @@ def fused_stage1_kernel(
     PAIRED: tl.constexpr,
     NOISE: tl.constexpr,
     EPILOGUE_V: tl.constexpr,
+    SEED_PTR: tl.constexpr = False,
 ):
-    """``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)`` with ``z`` accumulated in fp32."""
+    """``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)`` with ``z`` accumulated in fp32.  ``SEED_PTR``:
+    ``seed_lo`` points to the int64 seed (a device seed, :func:`~.epilogue.device_seed_words`)."""
+    if SEED_PTR:
+        seed_lo, seed_hi = device_seed_words(seed_lo)
     pid = tl.program_id(0)
     num_b_tiles = tl.cdiv(B, BLOCK_SIZE_B)
     num_v_tiles = tl.cdiv(V, BLOCK_SIZE_V)
@@ -166,8 +170,12 @@ def logits_stage1_kernel(
     RETURN_LSE: tl.constexpr,
     PAIRED: tl.constexpr,
     NOISE: tl.constexpr,
+    SEED_PTR: tl.constexpr = False,
 ):
-    """``(B,V)`` logits -> per tile argmax_V(z * (1/T) + G); ``-inf`` logits are masked tokens."""
+    """``(B,V)`` logits -> per tile argmax_V(z * (1/T) + G); ``-inf`` logits are masked tokens.  ``SEED_PTR`` as in
+    :func:`fused_stage1_kernel`."""
+    if SEED_PTR:
+        seed_lo, seed_hi = device_seed_words(seed_lo)
     pid = tl.program_id(0)
     num_b_tiles = tl.cdiv(B, BLOCK_SIZE_B)
     num_v_tiles = tl.cdiv(V, BLOCK_SIZE_V)
@@ -226,11 +234,12 @@ def allocate_partials(B: int, S: int, T: int, device, return_lse: bool = False) 
 
 
 def stage1_kernel_kind(hidden, weight, num_samples: int, tiles: TileConfig, *, col_offset: int = 0,
-                       return_lse: bool = False) -> str:  # fmt: skip
+                       return_lse: bool = False, device_seed: bool = False) -> str:  # fmt: skip
     """Which kernel :func:`launch_fused_stage1` runs (a key of :data:`KERNEL_KINDS`): the Gluon kernel for
-    ``tiles.warp_specialized`` where it can run (one sample, no log-masses, :func:`warp_specialized_supported`),
-    the persistent kernel for ``tiles.persistent`` where TMA can read the inputs, else one program per tile."""
-    if tiles.warp_specialized and num_samples == 1 and not return_lse:
+    ``tiles.warp_specialized`` where it can run (one sample, no log-masses, a host seed,
+    :func:`warp_specialized_supported`), the persistent kernel for ``tiles.persistent`` where TMA can read the
+    inputs, else one program per tile."""
+    if tiles.warp_specialized and num_samples == 1 and not return_lse and not device_seed:
         if warp_specialized_supported(hidden, weight, col_offset):
             return "gluon"
     if tiles.persistent and tma_compatible(hidden, weight):
@@ -288,9 +297,13 @@ def launch_fused_stage1(
     ``weight`` row ``v`` is global vocabulary index ``col_offset + v`` (a shard of a larger vocabulary).  Returns
     ``(part_max, part_key, part_idx, flags, lse)`` (see :func:`allocate_partials`).  ``noise=False`` skips the noise
     (a call whose rows are all greedy: a greedy row's score is ``z`` either way, so the tokens are the same).
+    ``seed_lo`` may be a 0-dim int64 tensor on the device (then ``seed_hi`` is ignored): the Triton kernels load
+    it (``SEED_PTR``).
     """
     V = weight.shape[0]
-    kind = stage1_kernel_kind(hidden, weight, num_samples, tiles, col_offset=col_offset, return_lse=return_lse)
+    device_seed = isinstance(seed_lo, torch.Tensor)
+    kind = stage1_kernel_kind(hidden, weight, num_samples, tiles, col_offset=col_offset, return_lse=return_lse,
+                              device_seed=device_seed)  # fmt: skip
     parts = allocate_partials(hidden.shape[0], num_samples, num_candidates(V, tiles, kind), hidden.device, return_lse)
     upcast = upcast_inputs(hidden, weight)
     if kind == "gluon":
@@ -303,6 +316,8 @@ def launch_fused_stage1(
     else:
         grid, args = tiled_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles, col_offset)
         consts = epilogue_constants(return_lse=return_lse, noise=noise, col_offset=col_offset)
+        if device_seed:
+            consts["SEED_PTR"] = True
         direct(fused_stage1_kernel)[grid](
             *args, **tiles.matmul_constants(upcast), **consts, EPILOGUE_V=tiles.epilogue_v, **tiles.launch_options()
         )
@@ -314,7 +329,8 @@ def launch_logits_stage1(
     col_offset: int = 0, return_lse: bool = False, noise: bool = True,
 ):  # fmt: skip
     """Allocate the buffers and launch stage 1 on ``logits [B, V]`` (column ``v`` = global index
-    ``col_offset + v``).  Returns ``(part_max, part_key, part_idx, flags, lse)``."""
+    ``col_offset + v``).  Returns ``(part_max, part_key, part_idx, flags, lse)``.  ``seed_lo`` may be a device
+    seed, as in :func:`launch_fused_stage1`."""
     B, V = logits.shape
     T = cdiv(V, block_v)
     parts = allocate_partials(B, num_samples, T, logits.device, return_lse)
@@ -325,5 +341,6 @@ def launch_logits_stage1(
         logits.stride(0), logits.stride(1),
         BLOCK_SIZE_B=block_b, BLOCK_SIZE_V=block_v,
         **epilogue_constants(return_lse=return_lse, noise=noise, col_offset=col_offset),
+        **({"SEED_PTR": True} if isinstance(seed_lo, torch.Tensor) else {}),
     )  # fmt: skip
     return parts

@@ -238,15 +238,16 @@ def warp_specialized_supported(hidden: torch.Tensor, weight: torch.Tensor, col_o
 
 
 def stage1_tiles(
-    hidden: torch.Tensor, weight: torch.Tensor, num_samples: int, *, return_lse: bool = False, col_offset: int = 0
-) -> TileConfig:
+    hidden: torch.Tensor, weight: torch.Tensor, num_samples: int, *, return_lse: bool = False, col_offset: int = 0,
+    device_seed: bool = False,
+) -> TileConfig:  # fmt: skip
     """The stage-1 tiles of a call on ``hidden @ weight.T``: the Gluon kernel's (:func:`warp_specialized_tiles`)
-    where it runs (sm_90, one sample, no log-masses) and is the default for this shape, else the Triton kernels'
-    (:func:`default_tiles`)."""
+    where it runs (sm_90, one sample, no log-masses, a host seed) and is the default for this shape, else the Triton
+    kernels' (:func:`default_tiles`)."""
     B, D = hidden.shape
     V = weight.shape[0]
     ws = None
-    if num_samples == 1 and not return_lse and B > 16 and hidden.is_cuda:
+    if num_samples == 1 and not return_lse and B > 16 and hidden.is_cuda and not device_seed:
         ws = warp_specialized_tiles(B, V, sm_count(hidden.device))
     if ws is not None and warp_specialized_supported(hidden, weight, col_offset):
         return ws
