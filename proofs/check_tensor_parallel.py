@@ -9,9 +9,9 @@ processes, world sizes 2 and 3, uneven contiguous shards (one empty), in rank or
   another shard, passed as ``vocab_start``) returns the same tokens (the group noise is keyed by the shard start,
   not the rank).  Each world runs under a timeout, so a hang fails the check.
 * Planted defects, applied inside the ranks to the shipped modules (``PLANTED``; stage 1 through
-  :mod:`flashsampling._request`, the combine through :mod:`flashsampling.distributed`): the group noise keyed by the rank,
-  the token noise keyed by the local index, an empty shard that sends ``L = 0`` instead of ``-inf``, per-rank
-  group seeds.  Each must make a comparison fail.
+  :mod:`flashsampling._request`, the combine through :mod:`flashsampling.distributed`): the group noise keyed by
+  the rank, the token noise keyed by the local index, an empty shard that sends ``L = 0`` instead of ``-inf``,
+  per-rank group seeds.  Each must make a comparison fail.
 * ``local_keying_counterexample``: the closed form of (P1) (not a check of the code).
 """
 
