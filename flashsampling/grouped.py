@@ -16,7 +16,9 @@ token noise ``G``.  So ``P(token = i) = exp(L_k) / Z * exp(s_i - L_k) = exp(s_i)
 softmax.  Independence is by construction: ``G`` is the Philox stream ``STREAM_TOKEN`` with counter
 ``(i, row, sample, 0)``, ``G'_k`` the stream ``STREAM_GROUP`` with counter
 ``(group_id_k, row, sample, 1)``, where ``group_id_k`` is the group's first global vocabulary index
-(:mod:`flashsampling.kernels.stage2`).  Groups with zero mass (``L_k = -inf``) are never chosen.
+(:mod:`flashsampling.kernels.stage2`).  Groups with zero mass (``L_k = -inf``) are never chosen.  ``G'_k`` is
+computed in float64 from its 64 bits (:func:`flashsampling.noise.gumbel64_from_bits`), so the draw is the
+Gumbel-max of the 64-bit grid up to a float64 error (``proofs/finite_precision.md``, section 8).
 
 Pathwise the result differs from :func:`flashsampling.sample` (which takes the flat argmax of the
 same token noise) but its distribution is the same.  Greedy rows (``T = 0``) skip the group draw and
@@ -52,7 +54,7 @@ from . import _validate as check
 from ._request import Request, lm_head_request, logits_request
 from .kernels.stage2 import launch_combine_groups, launch_reduce_candidates
 from .kernels.tiles import TileConfig, logits_tiles
-from .noise import STREAM_GROUP, STREAM_TOKEN, token_noise_np
+from .noise import STREAM_GROUP, STREAM_TOKEN, group_noise_np, token_noise_np
 from .twin import inverse_temperature32, sample_twin_many, select
 
 #: Unit roundoff of float32.
@@ -155,7 +157,7 @@ def combine_groups(
     """Draw a group by Gumbel-max over ``L_k`` with fresh noise and return its local sample.
 
     ``score[b, s, k] = L[b, k] + G'(seed, row=b, group_id=starts[k], sample=s, STREAM_GROUP)`` in
-    float64; the winner is the lexicographic max of ``(score, key')``.  A greedy row
+    float64 (``G'`` float64 from its 64 bits); the winner is the lexicographic max of ``(score, key')``.  A greedy row
     (``inv_temp == 0``) instead takes the lexicographic max of its local candidates' ``(z, key)``
     (the flat greedy token).  One launch of :func:`flashsampling.kernels.stage2.combine_groups_kernel`.
 
@@ -377,9 +379,9 @@ def combine_groups_np(logmass, best, key, index, starts, greedy, seed: int) -> t
     rows = np.arange(B, dtype=np.uint32)[:, None, None]
     smp = np.arange(S, dtype=np.uint32)[None, :, None]
     ids = np.asarray(starts, dtype=np.int64).astype(np.uint32)[None, None, :]
-    g, gkey = token_noise_np(seed, rows, ids, smp, STREAM_GROUP)
+    g, gkey = group_noise_np(seed, rows, ids, smp, STREAM_GROUP)
     gr = np.asarray(greedy, dtype=bool)[:, None, None]
-    score = np.where(gr, best.astype(np.float64), logmass[:, None, :] + g.astype(np.float64))
+    score = np.where(gr, best.astype(np.float64), logmass[:, None, :] + g)
     kk = np.where(gr, np.asarray(key, dtype=np.int64), gkey.astype(np.int64))
     m = score.max(axis=-1, keepdims=True)
     choice = np.argmax(np.where(score == m, kk, -3), axis=-1)
@@ -483,13 +485,14 @@ def grouped_sampler_np(
 
 
 def choose_groups_np(L: np.ndarray, starts: np.ndarray, seed: int, n: int, *, row: int = 0) -> np.ndarray:
-    """Group draws for samples ``0..n-1`` of one row: ``argmax_k (L_k + G'_k)``, ties by the key."""
+    """Group draws for samples ``0..n-1`` of one row: ``argmax_k (L_k + G'_k)`` in float64 with the group noise of
+    :func:`flashsampling.noise.group_noise_np`, ties by the key."""
     K = L.shape[0]
     out = np.empty(n, dtype=np.int64)
     ids = starts.astype(np.uint32)[None, :]
     per = max(1, _CHUNK_ELEMENTS // K)
     for s0 in range(0, n, per):
         smp = np.arange(s0, min(n, s0 + per), dtype=np.uint32)[:, None]
-        g, key = token_noise_np(seed, row, ids, smp, STREAM_GROUP)
-        out[s0 : s0 + smp.shape[0]] = select(L[None, :] + g.astype(np.float64), key)
+        g, key = group_noise_np(seed, row, ids, smp, STREAM_GROUP)
+        out[s0 : s0 + smp.shape[0]] = select(L[None, :] + g, key)
     return out

@@ -28,12 +28,32 @@ each below ``2**32``.
   exactly equal float32 scores the larger key wins, so exact ties are broken uniformly at random
   instead of towards the lower index.  The kernel evaluates keys only where they matter (for a
   whole tile when a row has an exact tie at its maximum, otherwise for the winner alone).
-* **Group and coin noise** (streams 1 and 2): one block per counter, ``G`` from ``(w0, w1)`` and
-  key ``w2``.
+* **Group noise** (stream 1, the group draw of the grouped, factorized tensor-parallel and tile inverse-CDF
+  samplers): one block per counter, ``G'`` from ``(w0, w1)`` computed in float64
+  (:func:`gumbel64_from_bits`) and key ``w2``.
+* **Merge coin** (stream 2, the online merge): one block per counter; "take" iff ``k = w1 * 2**32 + w0`` is below
+  ``K(q) = ceil(2**64 q - 1/2)`` (:func:`merge_coin`), so ``P(take) = K(q) / 2**64``, within ``2**-65`` of ``q``.
 
 ``G`` lies in ``[-log(45.06), 65 log 2] = [-3.81, 45.06]``: never +inf, -inf or NaN.  The largest
 noise value, 45.06 nats, is reached when ``k`` is 0 or ``2**64 - 1``; public samplers built on
 24-bit or 31-bit uniforms stop at 16.6 and 21.5 nats.
+
+Stream versions
+---------------
+:data:`STREAM_VERSION` names the map from (seed, row, index, sample) to tokens; it changes whenever a seed's tokens
+change.  Version 2: the second-level draws are exact on the 64-bit grid -- the group noise is computed in float64
+from its 64 bits (version 1: float32) and the online merge compares the coin's 64-bit integer with an integer
+threshold (version 1: a float32 exponential against a float64 log-ratio).  For a given seed the tokens of the
+grouped, online, factorized tensor-parallel and tile inverse-CDF samplers differ between the versions (their law
+does not); those of :func:`flashsampling.sample`, of greedy rows and of the pathwise tensor-parallel combine do not.
+
+Float64 arithmetic of the second-level draws
+--------------------------------------------
+:func:`log64` and :func:`exp_neg64` are written with separately rounded IEEE float64 operations (compiled: ``.rn``
+PTX instructions in inline assembly, which the compiler cannot contract into fused multiply-adds), so their NumPy
+twins :func:`log64_np` and :func:`exp_neg64_np` return the same bits, compiled or interpreted, and the coin's
+comparison is integer: the group draw and the merge coin of a kernel equal their twins' bit for bit for the same
+inputs.  Their accuracy is proved in ``proofs/finite_precision.md``, section 8.
 
 Float32 arithmetic, and the twin
 --------------------------------
@@ -51,9 +71,14 @@ J. K. Salmon, M. A. Moraes, R. O. Dror, D. E. Shaw, "Parallel random numbers: as
 3", SC 2011 (Philox4x32-10, its constants and known-answer vectors).
 T. J. Dekker, "A floating-point technique for extending the available precision", Numerische
 Mathematik 18, 1971 (Fast2Sum: the rounding error of ``1 - x`` is exact).
+W. Kahan and K. C. Ng, fdlibm ``e_log.c`` and ``e_exp.c``, Sun Microsystems, 1993 (the split of ``ln 2``, the
+reduction ``x = 2**e m`` with ``m`` in ``[sqrt(1/2), sqrt(2))`` and ``log1p(f) = f - s (f - R)``, ``s = f / (2 + f)``).
 """
 
 from __future__ import annotations
+
+import math
+import struct
 
 import numpy as np
 import triton.language as tl
@@ -71,6 +96,8 @@ STREAM_GROUP = 1
 STREAM_ONLINE = 2
 STREAM_TIE = 3
 STREAM_TILE = 4
+#: The stream version (module docstring): 2 since the second-level draws became exact on the 64-bit grid.
+STREAM_VERSION = 2
 
 #: The largest Gumbel value the generator can return: -log(-log1p(-2**-65)) = 65 log 2.
 MAX_NOISE = 65.0 * float(np.log(2.0))
@@ -87,6 +114,74 @@ _TWO_M65 = 2.0**-65
 def split_seed(seed: int) -> tuple[int, int]:
     """Split a 64-bit seed into the Philox key words ``(lo, hi)``."""
     return seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+
+
+# --------------------------------------------------------------------------------------------
+# Float64 arithmetic of the second-level draws: constants
+# --------------------------------------------------------------------------------------------
+
+#: ``ln 2 = LN2_HI + LN2_LO`` to ``2**-85`` (fdlibm's split); ``LN2_HI`` has 32 significant bits, so ``e * LN2_HI`` is
+#: exact for ``|e| < 2**21``.
+LN2_HI = 6.93147180369123816490e-01
+LN2_LO = 1.90821492927058770002e-10
+INV_LN2 = 1.4426950408889634
+#: ``1.5 * 2**52``: ``(t + R) - R`` is ``rint(t)`` for ``|t| < 2**51``, and the low bits of ``t + R`` hold it.
+ROUNDER64 = 6755399441055744.0
+_ROUNDER64_BITS = 0x4338000000000000
+#: The bits of ``sqrt(1/2)``: :func:`log64` reduces ``x = 2**e m`` with ``m`` in ``[sqrt(1/2), sqrt(2))``.
+_SQRT_HALF_BITS = 0x3FE6A09E667F3BCD
+#: ``R(z) = sum_{j=1..10} c_j z**j`` with ``c_j = fl(2 / (2j + 1))``: ``2 atanh(s) = 2s + s R(s**2)`` (Taylor).
+LOG64_COEFFS = tuple(2.0 / (2 * j + 1) for j in range(1, 11))
+#: ``exp(x) ~ sum_{j=0..13} fl(1 / j!) x**j`` on ``|x| <= ln(2) / 2`` (Taylor).
+EXP64_COEFFS = tuple(1.0 / math.factorial(j) for j in range(14))
+#: :func:`exp_neg64` clamps its argument to ``[0, EXP64_CLAMP]``: ``exp(-64) < 2**-92``, and the coin, whose
+#: resolution is ``2**-64``, cannot tell it from anything smaller.
+EXP64_CLAMP = 64.0
+_TWO_64 = 18446744073709551616.0
+
+
+def _f64(c: float) -> str:
+    """A float64 constant as PTX writes it (``0dXXXXXXXXXXXXXXXX``)."""
+    return f"0d{struct.unpack('<Q', struct.pack('<d', c))[0]:016X}"
+
+
+def _horner_asm(acc: str, x: str, coeffs) -> str:
+    """PTX for Horner's rule ``acc = (..(c_n x + c_{n-1}) x + ..) + c_0``, each product and sum rounded (``.rn``)."""
+    out = f" mov.f64 {acc}, {_f64(coeffs[-1])};"
+    for c in coeffs[-2::-1]:
+        out += f" mul.rn.f64 {acc}, {acc}, {x}; add.rn.f64 {acc}, {acc}, {_f64(c)};"
+    return out
+
+
+#: ``$0 = e LN2_HI + (e LN2_LO + log1p(f))`` from ``$1 = f``, ``$2 = e`` (float64): :func:`log64`'s float part.
+_LOG64_ASM = (
+    "{ .reg .f64 %fs_s, %fs_z, %fs_p, %fs_w;"
+    f" add.rn.f64 %fs_s, $1, {_f64(2.0)}; div.rn.f64 %fs_s, $1, %fs_s; mul.rn.f64 %fs_z, %fs_s, %fs_s;"
+    + _horner_asm("%fs_p", "%fs_z", LOG64_COEFFS)
+    + " mul.rn.f64 %fs_p, %fs_p, %fs_z;"
+    " sub.rn.f64 %fs_w, $1, %fs_p; mul.rn.f64 %fs_w, %fs_s, %fs_w; sub.rn.f64 %fs_w, $1, %fs_w;"
+    f" mul.rn.f64 %fs_p, $2, {_f64(LN2_LO)}; add.rn.f64 %fs_w, %fs_p, %fs_w;"
+    f" mul.rn.f64 %fs_p, $2, {_f64(LN2_HI)}; add.rn.f64 $0, %fs_p, %fs_w; }}"
+)
+#: ``$0 = fl(fl($1 INV_LN2) + ROUNDER64)``: :func:`exp_neg64`'s rounding of ``a / ln 2``.
+_EXP64_ROUND_ASM = (
+    f"{{ .reg .f64 %fs_t; mul.rn.f64 %fs_t, $1, {_f64(INV_LN2)}; add.rn.f64 $0, %fs_t, {_f64(ROUNDER64)}; }}"
+)
+#: ``$0 = P(x)``, ``x = fl(fl(n LN2_HI - a) + fl(n LN2_LO))`` from ``$1 = a``, ``$2 = n``: :func:`exp_neg64`'s
+#: polynomial.
+_EXP64_POLY_ASM = (
+    "{ .reg .f64 %fs_x, %fs_t;"
+    f" mul.rn.f64 %fs_x, $2, {_f64(LN2_HI)}; sub.rn.f64 %fs_x, %fs_x, $1;"
+    f" mul.rn.f64 %fs_t, $2, {_f64(LN2_LO)}; add.rn.f64 %fs_x, %fs_x, %fs_t;"
+    + _horner_asm("$0", "%fs_x", EXP64_COEFFS)
+    + " }"
+)
+
+
+# (As constexpr: a compiled kernel reads only constexpr globals.)
+_LOG64_ASM_PTX = tl.constexpr(_LOG64_ASM)
+_EXP64_ROUND_ASM_PTX = tl.constexpr(_EXP64_ROUND_ASM)
+_EXP64_POLY_ASM_PTX = tl.constexpr(_EXP64_POLY_ASM)
 
 
 # --------------------------------------------------------------------------------------------
@@ -186,10 +281,11 @@ def exponential_from_bits(w0, w1):
     ``x < 2**-25``, ``y = 1`` and the result is ``x`` itself.  ``d / y`` is a correction below one
     float32 ulp of the result, so an approximate division changes the result by at most one
     rounding (the kernel's, :func:`ratio_to_half_one`, is ``div.full.f32`` bit for bit).  ``x`` is
-    built as ``(m1 >> 8) * 2**-24 + ((m1 & 255) * 2**-32 + (m0 * 2**-64 + 2**-65))``: the high part
-    is exact, so the sum rounds once to nearest instead of truncating the low word
-    (``proofs/finite_precision.md``); products by powers of two are exact, so fused multiply-adds
-    give the same result as separate operations.
+    built as ``fl((m1 >> 8) * 2**-24 + fl(fl(m1 & 255) * 2**-32 + fl(fl(m0) * 2**-64 + 2**-65)))``: the high
+    part is exact and the low word is not truncated, but the sum is not rounded once to nearest -- the middle term is
+    rounded to ``2**-48`` before ``x`` is, which moves a class of equal ``x`` by up to ``2**15`` grid points
+    (``proofs/finite_precision.md``, section 6, scans every class); products by powers of two are exact, so fused
+    multiply-adds give the same result as separate operations.
     """
     x, top = uniform_side_from_bits(w0, w1)
     return exponential_from_side(x, top)
@@ -198,13 +294,13 @@ def exponential_from_bits(w0, w1):
 @device_function
 def uniform_side_from_bits(w0, w1):
     """``(x, top)``: ``top`` the top bit of ``w1``, ``x = U`` if ``top == 0`` else ``x = 1 - U``, in float32
-    (``x`` in ``[2**-65, 1/2]``, rounded once to nearest; :func:`exponential_from_bits`)."""
+    (``x`` in ``[2**-65, 1/2]``; its roundings: :func:`exponential_from_bits`)."""
     top = w1 >> 31
     # (x ^ 0xFFFFFFFF is ~x: the interpreter's ~ fails on uint32.)
     m1 = tl.where(top == 1, w1 ^ 0xFFFFFFFF, w1) & 0x7FFFFFFF
     m0 = tl.where(top == 1, w0 ^ 0xFFFFFFFF, w0)
-    # x = m1 * 2**-32 + m0 * 2**-64 + 2**-65, with the top 23 bits of m1 exact in float32 and the
-    # rest added as one term, so the final sum rounds once to nearest (no truncation bias).
+    # x = m1 * 2**-32 + m0 * 2**-64 + 2**-65: the top 23 bits of m1 exact in float32, the rest added as one term
+    # (rounded to 2**-48 first, then with the high part: no truncation bias).
     low = m0.to(tl.float32) * 5.421010862427522e-20 + 2.710505431213761e-20
     mid = (m1 & 0xFF).to(tl.float32) * 2.3283064365386963e-10 + low
     x = (m1 >> 8).to(tl.float32) * 5.960464477539063e-08 + mid
@@ -258,6 +354,146 @@ def tie_key(k0, k1, row, index, sample, N_ROUNDS: tl.constexpr):
     stream = tl.zeros_like(sample) + 3
     w0, w1, w2, w3 = philox4x32(index, row, sample, stream, k0, k1, N_ROUNDS)
     return w0 | 1
+
+
+# --------------------------------------------------------------------------------------------
+# Float64 arithmetic of the second-level draws: Triton device functions
+# --------------------------------------------------------------------------------------------
+
+if INTERPRET:
+
+    @device_function
+    def _log64_tail(f, e):
+        """``e LN2_HI + (e LN2_LO + log1p(f))``, each operation rounded (NumPy's, in the interpreter)."""
+        s = f / (2.0 + f)
+        z = s * s
+        p = LOG64_COEFFS[-1]
+        for c in LOG64_COEFFS[-2::-1]:
+            p = p * z + c
+        r = p * z
+        return e * LN2_HI + (e * LN2_LO + (f - s * (f - r)))
+
+    @device_function
+    def _exp64_round(a):
+        return a * INV_LN2 + ROUNDER64
+
+    @device_function
+    def _exp64_poly(a, n):
+        x = (n * LN2_HI - a) + n * LN2_LO
+        p = EXP64_COEFFS[-1]
+        for c in EXP64_COEFFS[-2::-1]:
+            p = p * x + c
+        return p
+
+else:
+
+    @device_function
+    def _log64_tail(f, e):
+        """``e LN2_HI + (e LN2_LO + log1p(f))`` in ``.rn`` float64 PTX (:data:`_LOG64_ASM`)."""
+        return tl.inline_asm_elementwise(_LOG64_ASM_PTX, "=d,d,d", [f, e], dtype=tl.float64, is_pure=True, pack=1)
+
+    @device_function
+    def _exp64_round(a):
+        return tl.inline_asm_elementwise(_EXP64_ROUND_ASM_PTX, "=d,d", [a], dtype=tl.float64, is_pure=True, pack=1)
+
+    @device_function
+    def _exp64_poly(a, n):
+        return tl.inline_asm_elementwise(_EXP64_POLY_ASM_PTX, "=d,d,d", [a, n], dtype=tl.float64, is_pure=True, pack=1)
+
+
+@device_function
+def log64(x):
+    """``log(x)`` in float64 for positive, normal, finite float64 ``x``; twin :func:`log64_np`, bit for bit.
+
+    ``x = 2**e m`` with ``m`` in ``[sqrt(1/2), sqrt(2))`` read off the bits, ``f = m - 1`` (exact, Sterbenz),
+    ``s = f / (2 + f)``, ``z = s**2``, and ``log x = e LN2_HI + (e LN2_LO + log1p(f))`` with
+    ``log1p(f) = 2 atanh(s) = f - s (f - R(z))``, ``R`` the Taylor polynomial :data:`LOG64_COEFFS` (``|s| <= 0.1716``,
+    its remainder below ``2**-60`` relative), every operation rounded separately to nearest.
+    ``proofs/finite_precision.md`` (Lemma 8.1) bounds the error.
+    """
+    bits = x.to(tl.int64, bitcast=True)
+    e = (bits - 0x3FE6A09E667F3BCD) >> 52  # _SQRT_HALF_BITS; arithmetic shift: the exponent e
+    f = (bits - (e << 52)).to(tl.float64, bitcast=True) - 1.0
+    return _log64_tail(f, e.to(tl.float64))
+
+
+@device_function
+def exp_neg64(a):
+    """``exp(-a)`` in float64 for float64 ``a >= 0`` (clamped to ``[0, 64]``; NaN counts as 64); twin
+    :func:`exp_neg64_np`, bit for bit.
+
+    ``n = rint(a / ln 2)`` (by :data:`ROUNDER64`), ``x = (n LN2_HI - a) + n LN2_LO`` (the first difference exact,
+    Sterbenz), ``exp(-a) = 2**-n P(x)`` with ``P`` the Taylor polynomial :data:`EXP64_COEFFS` on ``|x| <= 0.3466``,
+    every operation rounded separately to nearest; ``2**-n`` is built from its bits.  ``proofs/finite_precision.md``
+    (Lemma 8.2) bounds the error.
+    """
+    a = tl.where(a < 64.0, a, 64.0)  # EXP64_CLAMP
+    r = _exp64_round(a)
+    n = r.to(tl.int64, bitcast=True) - 0x4338000000000000  # _ROUNDER64_BITS: the integer n in [0, 93]
+    scale = ((1023 - n) << 52).to(tl.float64, bitcast=True)
+    return _exp64_poly(a, r - 6755399441055744.0) * scale  # (r - ROUNDER64 = n exactly)
+
+
+@device_function
+def coin_take(w0, w1, m, heavy):
+    """``True`` iff ``k = w1 * 2**32 + w0 < K(q) = ceil(2**64 q - 1/2)``, ``q = m`` (``heavy`` false) or ``q = 1 - m``
+    (``heavy`` true), for float64 ``m`` in ``[0, 1/2]``: the take set is ``[0, K(q))`` and ``P(take) = K(q) / 2**64``.
+
+    ``K`` comes from the accurate side: ``y = 2**64 m`` (exact), ``f = floor(y)`` and ``y - f`` (exact), and
+    ``K = f + [y - f > 1/2]`` for ``q = m``; for ``q = 1 - m``, ``K = 2**64 - g`` with ``g = f + [y - f >= 1/2]``,
+    and ``k < 2**64 - g`` iff not ``~k < g`` (``~k = 2**64 - 1 - k``, the complemented words).
+    """
+    y = m * 18446744073709551616.0  # 2**64
+    f = y.to(tl.uint64)
+    frac = y - f.to(tl.float64)
+    g = f + tl.where(heavy, frac >= 0.5, frac > 0.5).to(tl.uint64)
+    c1 = tl.where(heavy, w1 ^ 0xFFFFFFFF, w1)
+    c0 = tl.where(heavy, w0 ^ 0xFFFFFFFF, w0)
+    kk = (c1.to(tl.uint64) << 32) | c0.to(tl.uint64)
+    return (kk < g) != heavy
+
+
+@device_function
+def merge_coin(w0, w1, l_keep, l_take):
+    """The online merge's coin: ``True`` ("take") with probability ``q = e**l_take / (e**l_keep + e**l_take)``, from
+    the words ``(w0, w1)`` of its block; twin :func:`merge_coin_np`, bit for bit.
+
+    ``m = min(q, 1 - q) = e / (1 + e)``, ``e = exp(-|l_keep - l_take|)`` (:func:`exp_neg64`), and
+    :func:`coin_take` with ``heavy = l_take > l_keep``.  ``l_take = -inf``: never; ``l_keep = -inf < l_take``: always.
+    """
+    l_keep = l_keep.to(tl.float64)
+    l_take = l_take.to(tl.float64)
+    heavy = l_take > l_keep
+    e = exp_neg64(tl.abs(l_keep - l_take))  # (-inf - -inf = NaN: clamped to 64, and heavy is false: never)
+    return coin_take(w0, w1, e / (1.0 + e), heavy)
+
+
+@device_function
+def exponential64_from_bits(w0, w1):
+    """``E = -log(U)``, ``U = (w1 * 2**32 + w0 + 1/2) / 2**64``, in float64 from the accurate side (as
+    :func:`exponential_from_bits` in float32); twin :func:`exponential64_from_bits_np`, bit for bit.
+
+    ``x = U`` (top bit 0) or ``1 - U`` (top bit 1) is ``fl((m1 * 2**32) * 2**-64 + (m0 + 1/2) * 2**-64)``: both terms
+    exact, one rounding.  Top bit 0: ``E = -log(x)``.  Top bit 1: ``y = fl(1 - x)``, ``d = (1 - y) - x`` (exact), so
+    ``U = y + d`` and ``E = -(log(y) + d / y)`` up to ``(d / y)**2 / 2 <= 2**-107``."""
+    top = w1 >> 31
+    m1 = tl.where(top == 1, w1 ^ 0xFFFFFFFF, w1) & 0x7FFFFFFF
+    m0 = tl.where(top == 1, w0 ^ 0xFFFFFFFF, w0)
+    # Products by powers of two are exact, so a contraction into a fused multiply-add rounds the same.
+    low = m0.to(tl.float64) * 5.421010862427522e-20 + 2.710505431213761e-20  # (m0 + 1/2) 2**-64, exact
+    x = m1.to(tl.float64) * 2.3283064365386963e-10 + low  # + m1 2**-32: one rounding
+    y = 1.0 - x
+    d = (1.0 - y) - x
+    arg = tl.where(top == 1, y, x)
+    corr = tl.where(top == 1, d / y, 0.0)
+    return -(log64(arg) + corr)
+
+
+@device_function
+def gumbel64_from_bits(w0, w1):
+    """``G = -log(E)`` in float64 for the words ``(w0, w1)`` (:func:`exponential64_from_bits`, :func:`log64`); twin
+    :func:`gumbel64_from_bits_np`, bit for bit.  ``G`` in ``[-3.81, 45.06]``."""
+    return -log64(exponential64_from_bits(w0, w1))
 
 
 # --------------------------------------------------------------------------------------------
@@ -350,9 +586,9 @@ def token_noise_np(seed: int, row, index, sample, stream: int = STREAM_TOKEN, *,
 
     ``stream == STREAM_TOKEN`` (the token noise): ``G`` from the words of block
     ``(index >> 1, row, sample, STREAM_TOKEN)`` that belong to ``index`` (``(w0, w1)`` for an even
-    index, ``(w2, w3)`` for an odd one) and ``key = tie_key_np(...)``.  Any other stream (the group
-    noise of the grouped variants): ``G`` from the words ``(w0, w1)`` of block
-    ``(index, row, sample, stream)`` and ``key = w2``.
+    index, ``(w2, w3)`` for an odd one) and ``key = tie_key_np(...)``.  Any other stream: the float32
+    ``G`` from the words ``(w0, w1)`` of block ``(index, row, sample, stream)`` and ``key = w2`` (the
+    group draw itself uses the float64 noise of :func:`group_noise_np`).
     """
     k0, k1 = split_seed(int(seed))
     if stream != STREAM_TOKEN:
@@ -378,6 +614,128 @@ def token_noise_np(seed: int, row, index, sample, stream: int = STREAM_TOKEN, *,
         g = gumbel_from_bits_np(np.where(odd, w2, w0), np.where(odd, w3, w1))
     keys = TieKeys(seed, row, index, sample)
     return g, keys if lazy_keys else np.asarray(keys)
+
+
+# --------------------------------------------------------------------------------------------
+# Float64 arithmetic of the second-level draws: NumPy twins
+# --------------------------------------------------------------------------------------------
+
+
+def log64_np(x: np.ndarray, coeffs=LOG64_COEFFS) -> np.ndarray:
+    """NumPy twin of :func:`log64` (float64, the same operations in the same order).  ``coeffs``: the polynomial
+    (the proofs plant a shortened one)."""
+    x = np.asarray(x, dtype=np.float64)
+    bits = x.view(np.int64)
+    e = (bits - np.int64(_SQRT_HALF_BITS)) >> np.int64(52)
+    f = (bits - (e << np.int64(52))).view(np.float64) - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    p = np.full_like(z, coeffs[-1])
+    for c in coeffs[-2::-1]:
+        p = p * z + c
+    r = p * z
+    ef = e.astype(np.float64)
+    return ef * LN2_HI + (ef * LN2_LO + (f - s * (f - r)))
+
+
+def exp_neg64_np(a: np.ndarray, coeffs=EXP64_COEFFS) -> np.ndarray:
+    """NumPy twin of :func:`exp_neg64` (float64 ``a``; the same operations in the same order)."""
+    a = np.asarray(a, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        a = np.where(a < EXP64_CLAMP, a, EXP64_CLAMP)
+    r = a * INV_LN2 + ROUNDER64
+    n = r.view(np.int64) - np.int64(_ROUNDER64_BITS)
+    scale = ((np.int64(1023) - n) << np.int64(52)).view(np.float64)
+    nf = r - ROUNDER64
+    x = (nf * LN2_HI - a) + nf * LN2_LO
+    p = np.full_like(x, coeffs[-1])
+    for c in coeffs[-2::-1]:
+        p = p * x + c
+    return p * scale
+
+
+def coin_take_np(w0: np.ndarray, w1: np.ndarray, m: np.ndarray, heavy: np.ndarray) -> np.ndarray:
+    """NumPy twin of :func:`coin_take`: ``k < K(q)``, ``q = m`` or ``1 - m`` (``heavy``), bool."""
+    m = np.asarray(m, dtype=np.float64)
+    heavy = np.asarray(heavy, dtype=bool)
+    y = m * _TWO_64
+    f = y.astype(np.uint64)
+    frac = y - f.astype(np.float64)
+    g = f + np.where(heavy, frac >= 0.5, frac > 0.5).astype(np.uint64)
+    w0, w1 = np.asarray(w0, dtype=np.uint32), np.asarray(w1, dtype=np.uint32)
+    c1 = np.where(heavy, ~w1, w1).astype(np.uint64)
+    c0 = np.where(heavy, ~w0, w0).astype(np.uint64)
+    return (((c1 << np.uint64(32)) | c0) < g) != heavy
+
+
+def coin_threshold(m: float, heavy: bool) -> int:
+    """``K(q) = ceil(2**64 q - 1/2)`` in exact integer arithmetic, ``q = m`` or ``1 - m`` (the exact rational of the
+    float64 ``m``): the take set of :func:`coin_take` is ``[0, K)``."""
+    from fractions import Fraction
+
+    q = 1 - Fraction(m) if heavy else Fraction(m)
+    return math.ceil(q * 2**64 - Fraction(1, 2))
+
+
+def merge_coin_probability_np(l_keep: np.ndarray, l_take: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(m, heavy)`` of :func:`merge_coin`: ``m = e / (1 + e)``, ``e = exp_neg64(|l_keep - l_take|)``, float64."""
+    l_keep = np.asarray(l_keep, dtype=np.float64)
+    l_take = np.asarray(l_take, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        heavy = l_take > l_keep
+        e = exp_neg64_np(np.abs(l_keep - l_take))
+    return e / (1.0 + e), heavy
+
+
+def merge_coin_np(w0: np.ndarray, w1: np.ndarray, l_keep: np.ndarray, l_take: np.ndarray) -> np.ndarray:
+    """NumPy twin of :func:`merge_coin` (broadcast), bool."""
+    m, heavy = merge_coin_probability_np(l_keep, l_take)
+    return coin_take_np(w0, w1, m, heavy)
+
+
+def exponential64_from_bits_np(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
+    """NumPy twin of :func:`exponential64_from_bits` (float64, the same operations in the same order)."""
+    w0, w1 = np.asarray(w0, dtype=np.uint32), np.asarray(w1, dtype=np.uint32)
+    top = w1 >> np.uint32(31)
+    m1 = np.where(top == 1, ~w1, w1) & np.uint32(0x7FFFFFFF)
+    m0 = np.where(top == 1, ~w0, w0)
+    low = m0.astype(np.float64) * _TWO_M64 + _TWO_M65
+    x = m1.astype(np.float64) * _TWO_M32 + low
+    y = 1.0 - x
+    d = (1.0 - y) - x
+    arg = np.where(top == 1, y, x)
+    corr = np.where(top == 1, d / y, 0.0)
+    return -(log64_np(arg) + corr)
+
+
+def gumbel64_from_bits_np(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
+    """NumPy twin of :func:`gumbel64_from_bits`: ``G = -log64(E)`` in float64."""
+    return -log64_np(exponential64_from_bits_np(w0, w1))
+
+
+def stream_words_np(seed: int, row, index, sample, stream: int):
+    """``(w_lo, w_hi, key)`` (uint32) of ``index`` in ``stream``, broadcast over the counters.
+
+    The token stream: the words of token ``index`` in its pair's block ``(index >> 1, row, sample, 0)`` and its tie
+    key (:func:`tie_key_np`).  Any other stream: ``(w0, w1, w2)`` of the block ``(index, row, sample, stream)``.
+    """
+    k0, k1 = split_seed(int(seed))
+    if stream != STREAM_TOKEN:
+        w0, w1, w2, _ = philox4x32_np(index, row, sample, stream, k0, k1)
+        return w0, w1, w2
+    index = np.asarray(index, dtype=np.uint32)
+    w0, w1, w2, w3 = philox4x32_np(index >> np.uint32(1), row, sample, STREAM_TOKEN, k0, k1)
+    odd = (index & np.uint32(1)) == 1
+    return np.where(odd, w2, w0), np.where(odd, w3, w1), tie_key_np(seed, row, index, sample)
+
+
+def group_noise_np(seed: int, row, index, sample, stream: int = STREAM_GROUP) -> tuple[np.ndarray, np.ndarray]:
+    """The group draw's noise: ``(G' float64, key uint32)`` of the group whose id (first global index) is ``index``,
+    from the block ``(index, row, sample, STREAM_GROUP)``: ``G'`` by :func:`gumbel64_from_bits_np` from ``(w0, w1)``,
+    the key ``w2``.  (``stream``: another stream's words, :func:`stream_words_np`; the proofs plant the token stream.)
+    """
+    lo, hi, key = stream_words_np(seed, row, index, sample, stream)
+    return gumbel64_from_bits_np(lo, hi), key
 
 
 def exponential_exact(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:

@@ -13,13 +13,14 @@ its tiles).  The merge::
 
 By induction ``P(X = i) = exp(s_i - L)`` after every chunk: a token of the new chunk is kept with
 ``p * exp(s_i - L_C) = exp(s_i - L_new)``, an old one with ``(1 - p) exp(s_i - L) = exp(s_i - L_new)``.
-This needs the coin to be independent of ``X_C`` and of the past: it is the exponential variate
-``E`` of the Philox counter ``(chunk_start, row, sample, STREAM_ONLINE)`` (distinct chunks have
-distinct starts; the token noise is stream 0), and the coin is ``E > L_new - L_C`` in float64,
-which has probability ``exp(-(L_new - L_C)) = p`` (``E`` is exponential with 64 random bits, accurate
-down to ``p = 2**-64``).  The first chunk with mass is always taken (``L_new - L_C = 0 < E``); a
-chunk with no mass (``L_C = -inf``) never is.  Greedy rows keep the lexicographic ``(z, key)``
-maximum instead, which equals the fused greedy token.
+This needs the coin to be independent of ``X_C`` and of the past: it reads the 64-bit integer ``k``
+of the Philox counter ``(chunk_start, row, sample, STREAM_ONLINE)`` (distinct chunks have distinct
+starts; the token noise is stream 0) and takes iff ``k < K(p) = ceil(2**64 p - 1/2)``
+(:func:`flashsampling.noise.merge_coin`: ``p = 1 / (1 + exp(L - L_C))`` from the accurate side, in
+float64 without a logarithm, and ``K`` exactly), so ``P(take) = K(p) / 2**64``, within ``2**-65`` of
+``p``: exact on the 64-bit grid (``proofs/finite_precision.md``, section 8).  The first chunk with mass
+is always taken (``L = -inf``); a chunk with no mass (``L_C = -inf``) never is.  Greedy rows keep the
+lexicographic ``(z, key)`` maximum instead, which equals the fused greedy token.
 
 Chunks may have any sizes and come in any order and number of calls (for a weight streamed from
 host memory, or too large for one launch); they must not overlap.  With a single chunk the result
@@ -48,7 +49,7 @@ from .grouped import _CHUNK_ELEMENTS, _check_row, group_logmass_np, local_sample
 from .kernels.flags import FLAG_NO_FINITE
 from .kernels.stage2 import launch_online_merge, launch_reduce_candidates
 from .kernels.tiles import TileConfig, logits_tiles
-from .noise import STREAM_ONLINE, exponential_from_bits_np, philox4x32_np, split_seed
+from .noise import STREAM_ONLINE, merge_coin_np, philox4x32_np, split_seed
 from .twin import sample_twin_many
 
 
@@ -307,11 +308,12 @@ def sample_online(
 # --------------------------------------------------------------------------------------------
 
 
-def coin_noise_np(seed: int, starts, row, samples) -> np.ndarray:
-    """The merge coins' exponential variates ``E`` (float32) for ``(start, row, sample, STREAM_ONLINE)``."""
+def coin_words_np(seed: int, starts, row, samples) -> tuple[np.ndarray, np.ndarray]:
+    """The merge coins' words ``(w0, w1)`` (uint32) of the blocks ``(start, row, sample, STREAM_ONLINE)``: the coin
+    reads ``k = w1 * 2**32 + w0``."""
     lo, hi = split_seed(int(seed))
     w0, w1, _, _ = philox4x32_np(starts, row, samples, STREAM_ONLINE, lo, hi)
-    return exponential_from_bits_np(w0, w1)
+    return w0, w1
 
 
 def default_chunks(V: int) -> list[int]:
@@ -326,26 +328,34 @@ def default_chunks(V: int) -> list[int]:
     return sizes
 
 
+def merged_logmass_np(L_chunks: np.ndarray) -> np.ndarray:
+    """The state's log-mass before each merge, float64 ``(C,)``: ``-inf``, then the running
+    :func:`logaddexp_np` of the chunks merged so far (the merge kernel's ``L``)."""
+    before = np.full(L_chunks.shape[0], -np.inf)
+    acc = -np.inf
+    for j in range(L_chunks.shape[0] - 1):
+        acc = float(logaddexp_np(acc, L_chunks[j]))
+        before[j + 1] = acc
+    return before
+
+
 def online_choice_np(L_chunks: np.ndarray, starts: np.ndarray, seed: int, n: int, *, row: int = 0) -> np.ndarray:
     """Which chunk's local sample survives all merges, for samples ``0..n-1`` of one row: int64 ``(n,)``.
 
-    The coins do not depend on the local samples, so the survivor is the last chunk whose coin
-    said "take" (chunks merged in the order given, as :class:`OnlineSampler` would).
+    Chunk ``j``'s coin is :func:`flashsampling.noise.merge_coin_np` of its block's words with ``L`` the log-mass
+    merged before it (:func:`merged_logmass_np`) and ``L_C = L_chunks[j]``.  The coins do not depend on the local
+    samples, so the survivor is the last chunk whose coin said "take" (chunks merged in the order given, as
+    :class:`OnlineSampler` would).
     """
     C = L_chunks.shape[0]
-    prefix = np.empty(C)
-    acc = -np.inf
-    for j in range(C):
-        acc = float(logaddexp_np(acc, L_chunks[j]))
-        prefix[j] = acc
-    with np.errstate(invalid="ignore"):
-        threshold = np.where(L_chunks == -np.inf, np.inf, prefix - L_chunks)
+    before = merged_logmass_np(L_chunks)
     out = np.empty(n, dtype=np.int64)
     per = max(1, _CHUNK_ELEMENTS // C)
     ids = starts.astype(np.uint32)[None, :]
     for s0 in range(0, n, per):
         smp = np.arange(s0, min(n, s0 + per), dtype=np.uint32)[:, None]
-        take = coin_noise_np(seed, ids, row, smp).astype(np.float64) > threshold[None, :]
+        w0, w1 = coin_words_np(seed, ids, row, smp)
+        take = merge_coin_np(w0, w1, before[None, :], L_chunks[None, :])
         out[s0 : s0 + smp.shape[0]] = C - 1 - np.argmax(take[:, ::-1], axis=1)
     return out
 

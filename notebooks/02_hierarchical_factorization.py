@@ -253,8 +253,9 @@ for c, g in enumerate(GROUPS):
 # %% [markdown]
 # **The library.**  `OnlineSampler` keeps that state on the device; `update_logits(chunk, start=...)`
 # (or `update(hidden, weight_chunk, start=...)`) runs stage 1 on the chunk and merges it.  The coin
-# is the Philox exponential $E$ of counter `(chunk_start, row, sample, STREAM_ONLINE)`: "take" is
-# $E > L_{\text{new}} - L_C$, an event of probability $q$.  Chunks may come in any order and sizes.
+# reads the 64-bit integer $k$ of Philox counter `(chunk_start, row, sample, STREAM_ONLINE)`: "take" is
+# $k < K(q) = \lceil 2^{64} q - \tfrac12 \rceil$, an event of probability $K(q)/2^{64}$, within $2^{-65}$ of $q$
+# (`flashsampling.noise.merge_coin`).  Chunks may come in any order and sizes.
 # With a single chunk the first merge always takes, so the result is the fused sampler's, bit for bit.
 
 # %%

@@ -202,12 +202,14 @@ def render_readme(res: dict) -> dict[str, str]:
          f"${sci(comb[7]['total'])}$ for "
          f"$\\lvert\\max\\mu\\rvert \\le 64$; noise over all $2^{{64}}$ points $\\le {e['e_ulp_max']:.2f}$ ulp, "
          "first-order TV "
-         f"${sci(fn['first_order']['tv'])}$; online coin exact count: $\\lvert P - q\\rvert \\le "
-         f"{sci(sl['coin']['max_abs'])}$"),
+         f"${sci(fn['first_order']['tv'])}$; second-level draws on the grid: online coin $\\lvert P - q\\rvert \\le "
+         f"{sci(sl['coin']['max_abs'])}$ (counted), group draw $\\le {sci(sl['lemmas']['group_bounds']['2'])}$ for "
+         "$K = 2$ (proved)"),
         ("[tile_inverse_cdf.md](tile_inverse_cdf.md)", "integer weights $\\lfloor 2^{55}\\,\\widehat{2^{x}}\\rfloor$ "
                                                        "per "
          "256-token tile, an inverse CDF with a 128-bit uniform, the tile by Gumbel-max over $L_k$: exact for "
-         "$\\tilde p \\propto e^{m_k} q_i$ to $2^{-128}$ per token given the tile draw; TV to softmax "
+         "$\\tilde p \\propto e^{m_k} q_i$ to $2^{-128}$ per token given the tile, the tile draw within "
+         "$K/2^{64} + 2KD_{G64}$; TV to softmax "
          f"$\\le (3E_p\\lvert d\\rvert + {ex['max_rel_units']:.3f})2^{{-24}} + 2^{{-47}}$",
          "[`check_tile_inverse_cdf.py`](check_tile_inverse_cdf.py)",
          f"polynomial, every float32: $\\eta = {ex['max_rel_units']:.3f}\\cdot2^{{-24}}$; index law = enumeration; TV "
@@ -227,8 +229,10 @@ def render_readme(res: dict) -> dict[str, str]:
         "(computed "
         "over every grid point; the GPU's logarithm must be measured on the GPU);",
         f"* second-level draws (grouped, online, tensor-parallel factorized): the float32 log-masses "
-        f"(${sci(lm['tv'])}$ in an example) and the float32 coin and group noise (online coin: "
-        f"$\\le {sci(sl['coin']['max_abs'])}$ per merge, counted exactly);",
+        f"(${sci(lm['tv'])}$ in an example); the draws themselves are exact on the 64-bit grid up to float64 rounding "
+        f"(online coin: $\\le 2^{{-65}} + ({sl['lemmas']['theta'] / 2.0**-53:.1f} + \\lvert L - L_C\\rvert)"
+        "\\,2^{-53}\\min(q, 1 - q)$ per merge, "
+        f"group draw: $\\le {sci(sl['lemmas']['group_bounds']['2'])}$ for two groups);",
         "* float32 logits themselves (the product by $1/T$, fp32 accumulation): around $10^{-7}$, a change of "
         "the target that every float32 softmax shares.",
     ])  # fmt: skip
@@ -243,15 +247,16 @@ def render_top_readme(res: dict) -> dict[str, str]:
         mant, exp = f"{x:.1e}".split("e")
         return f"{mant}e{int(exp)}"
 
-    kb = sl["kolmogorov"]
+    lem = sl["lemmas"]
     text = (f"* finite precision (`proofs/finite_precision.md`; numbers from `proofs/results/`): in the model of\n"
             "  independent Philox blocks the 64-bit noise grid costs TV <= V/2^64 for any logits; with float32 "
             "scores\n"
             f"  and the tie key {short(comb[7]['total'])} while |max z/T| <= 64 (it grows with the float32 spacing at "
             f"the top\n  score: above 1e-2 from 2^20); the float32 noise arithmetic {short(fn['first_order']['tv'])} "
             f"to first order (over all 2^64 grid\n  points); the grouped, online and TP variants' float32 log-masses "
-            f"~{short(sl['logmass']['tv'])} (an example), the online coin\n  {short(sl['coin']['max_abs'])} per merge "
-            f"(largest exact count; <= {short(kb['D_E'])} proved); fp32 logits ~1e-7.")  # fmt: skip
+            f"~{short(sl['logmass']['tv'])} (an example), their draws exact on the\n  64-bit grid up to float64 "
+            f"rounding (online coin {short(sl['coin']['max_abs'])} per merge, largest exact count;\n  group draw <= "
+            f"{short(lem['group_bounds']['2'])} for two groups, proved); fp32 logits ~1e-7.")  # fmt: skip
     return {"finite-precision": text}
 
 

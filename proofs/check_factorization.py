@@ -53,10 +53,12 @@ class EnumeratedNoise:
     """Grid noise for the shipped NumPy samplers, enumerated by the sample number.
 
     Noise variable ``j`` (a finite token, a group id or a chunk start) reads the ``bits``-bit digit ``j`` of the
-    sample number: grid point ``d``, ``u = (d + 1/2) / 2**bits``, ``E = -log u``, ``G = -log E`` (float32, as the
-    shipped noise).  Token-stream calls are keyed by the vocabulary index, group-stream calls by the group id (its
-    first index) and coin calls by the chunk start, so calls with equal ``(stream, index)`` read the same digit.
-    Masked tokens read a constant (their noise never matters).
+    sample number: grid point ``d``, ``u = (d + 1/2) / 2**bits``, ``E = -log u``, ``G = -log E`` (float32 for tokens,
+    float64 for groups, as the shipped noise); a coin reads the 64-bit integer ``k = d 2**(64 - bits) + 2**(63 - bits)``
+    (its grid point ``(k + 1/2) / 2**64`` is ``u + 2**-65``), which the shipped coin compares with its threshold.
+    Token-stream calls are keyed by the vocabulary index, group-stream calls by the group id (its first index) and coin
+    calls by the chunk start, so calls with equal ``(stream, index)`` read the same digit.  Masked tokens read a
+    constant (their noise never matters).
     """
 
     def __init__(self, bits: int, token_ids, group_ids=(), coin_ids=()):
@@ -88,10 +90,23 @@ class EnumeratedNoise:
         keys = (index.astype(np.uint32) + np.uint32(1)) | np.uint32(1)  # distinct per token; ties never occur here
         return g, keys
 
-    def coin_noise_np(self, seed, starts, row, samples):
-        """Stands in for :func:`flashsampling.online.coin_noise_np` (same signature): ``E`` float32."""
+    def group_noise_np(self, seed, row, index, sample, stream=STREAM_GROUP):
+        """Stands in for :func:`flashsampling.noise.group_noise_np` (same signature): ``G`` float64."""
+        index, sample = np.broadcast_arrays(np.asarray(index), np.asarray(sample))
+        g = -np.log(-np.log(self._u(self._digits(int(stream), index, sample))))
+        return g, (index.astype(np.uint32) + np.uint32(1)) | np.uint32(1)
+
+    def coin_words_np(self, seed, starts, row, samples):
+        """Stands in for :func:`flashsampling.online.coin_words_np` (same signature): the words of
+        ``k = d 2**(64 - bits) + 2**(63 - bits)``."""
         starts, samples = np.broadcast_arrays(np.asarray(starts), np.asarray(samples))
-        return (-np.log(self._u(self._digits(-1, starts, samples)))).astype(np.float32)
+        d = self._digits(-1, starts, samples).astype(np.uint64)
+        k = (d << np.uint64(64 - self.bits)) + np.uint64(1 << (63 - self.bits))
+        return (k & np.uint64(0xFFFFFFFF)).astype(np.uint32), (k >> np.uint64(32)).astype(np.uint32)
+
+    def coin_uniforms(self) -> np.ndarray:
+        """The grid points ``(k + 1/2) / 2**64`` of the coins' integers, float64 (``u + 2**-65``, rounded)."""
+        return (np.arange(1 << self.bits) + 0.5) / (1 << self.bits) + 2.0**-65
 
 
 @contextlib.contextmanager
@@ -179,21 +194,22 @@ def _nonzero_self_margin(scores: np.ndarray) -> float:
 
 
 def online_reference_law(z, temperature, sizes, bits: int) -> tuple[list[Fraction], float]:
-    """The proof's law with grid coins: chunk ``t`` is taken iff its grid exponential exceeds
-    ``theta_t = log(W_1 + .. + W_t) - L_t``; the survivor is the last chunk taken; then the grid law inside it."""
+    """The proof's law with grid coins: chunk ``t`` is taken iff its coin's grid point is below
+    ``q_t = W_t / (W_1 + .. + W_t)`` (Lemma 2's probability); the survivor is the last chunk taken; then the grid law
+    inside it."""
     mu = _scaled(z, temperature)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
     big_l = [_logsumexp(mu[a : a + m]) for a, m in zip(starts, sizes)]
-    e = -np.log((np.arange(1 << bits) + 0.5) / (1 << bits))
+    u = (np.arange(1 << bits) + 0.5) / (1 << bits) + 2.0**-65
     take, margin, prefix = [], math.inf, -math.inf
     for lt in big_l:
         prefix = float(np.logaddexp(prefix, lt))
         if not np.isfinite(lt):
             take.append(Fraction(0))
             continue
-        theta = prefix - lt
-        take.append(Fraction(int(np.count_nonzero(e > theta)), 1 << bits))
-        margin = min(margin, float(np.abs(e - theta).min()) if theta > 0 else math.inf)
+        q = math.exp(lt - prefix)
+        take.append(Fraction(int(np.count_nonzero(u < q)), 1 << bits))
+        margin = min(margin, float(np.abs(u - q).min()) if q < 1 else math.inf)
     g = _grid_gumbel(bits)
     law = [Fraction(0)] * mu.size
     for c, (a, m) in enumerate(zip(starts, sizes)):
@@ -220,7 +236,8 @@ def enumerated_grouped_law(z, temperature, sizes, bits: int, planted: str | None
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
     noise = EnumeratedNoise(bits, np.flatnonzero(np.isfinite(z)), group_ids=starts)
     extra = PLANTED[planted]() if planted else []
-    with patched((grouped, "token_noise_np", noise.token_noise_np), *extra):
+    with patched((grouped, "token_noise_np", noise.token_noise_np), (grouped, "group_noise_np", noise.group_noise_np),
+                 *extra):  # fmt: skip
         tokens = grouped.grouped_sampler_np(z, temperature, noise.samples, seed=0, group_sizes=list(sizes))
     return _shipped_law(tokens, z.size)
 
@@ -231,7 +248,7 @@ def enumerated_online_law(z, temperature, sizes, bits: int, planted: str | None 
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
     noise = EnumeratedNoise(bits, np.flatnonzero(np.isfinite(z)), coin_ids=starts)
     extra = PLANTED[planted]() if planted else []
-    with patched((grouped, "token_noise_np", noise.token_noise_np), (online, "coin_noise_np", noise.coin_noise_np),
+    with patched((grouped, "token_noise_np", noise.token_noise_np), (online, "coin_words_np", noise.coin_words_np),
                  *extra):  # fmt: skip
         tokens = online.online_sampler_np(z, temperature, noise.samples, seed=0, chunk_sizes=list(sizes))
     return _shipped_law(tokens, z.size)

@@ -41,7 +41,7 @@ def render(res: dict) -> dict[str, str]:
     comb = {c["a"]: c for c in s["combined"]}
     ratio = max(r["ratio"] for r in s["rounding"])
     e = n["exhaustive"]
-    kb, coin = sl["kolmogorov"], sl["coin"]
+    kb, coin, lem = sl["kolmogorov"], sl["coin"], sl["lemmas"]
     lm = sl["logmass"]
     logits = s["fp32_logits"]
     rows = [
@@ -67,14 +67,17 @@ def render(res: dict) -> dict[str, str]:
          f" \\le {e['g_ratio_max']:.2f}\\cdot2^{{-22}}(1+\\lvert G\\rvert)$; TV $\\le 2V'D_G$, $D_G \\le "
          f"{sci(kb['D_G'])}$",
          f"first order, exhaustive $m(g)$: ${sci(n['first_order']['tv'])}$"),
-        ("online merge's coin, float32 $E$ against a float64 threshold (§8.1)",
-         f"per merge $\\le D_E \\le {sci(kb['D_E'])}$; over $n$ merges the sum",
-         f"exact count at {len(coin['rows'])} thresholds: largest $\\lvert P - q\\rvert = {sci(coin['max_abs'])}$; "
-         "the design of §8.4: $\\le 2^{-65}$"),
-        ("group draw: float32 Gumbel over $K$ groups (grouped, factorized TP, tile inverse CDF; §8.2)",
-         f"$K/2^{{64}} + 2K D_G$: ${sci(sl['group_bounds']['2'])}$ for $K = 2$",
-         f"first order as the token noise: ${sci(n['first_order']['tv'])}$"),
-        ("float32 log-masses of groups, chunks, shards (§8.3)", "Lemma 5: $\\tanh(\\varepsilon/2)$, $\\varepsilon$ = "
+        ("online merge's coin: the 64-bit integer against $K(q') = \\lceil 2^{64}q' - \\frac12\\rceil$ (§8.2)",
+         "Theorem 8.4: $2^{-65} + \\min(q, 1 - q)(\\theta + 1.0001\\,u_{64}\\lvert L - L_C\\rvert)$, "
+         f"$\\theta = {lem['theta'] / 2.0**-53:.2f}\\,u_{{64}}$, per merge; over $n$ merges the sum",
+         f"shipped coin at {coin['cases']} pairs $(L, L_C)$, take set $[0, K)$ exact: largest $\\lvert P - q\\rvert = "
+         f"{sci(coin['max_abs'])}$ (the version-1 float32 coin: ${sci(sl['coin_v1']['max_abs'])}$)"),
+        ("group draw: float64 Gumbel over $K$ groups (grouped, factorized TP, tile inverse CDF; §8.3)",
+         f"$K/2^{{64}} + 2K D_{{G64}}$, $D_{{G64}} \\le {sci(lem['gumbel64']['D_G64'])}$ (Lemma 8.3): "
+         f"${sci(lem['group_bounds']['2'])}$ for $K = 2$, ${sci(lem['group_bounds']['1187'])}$ for $K = 1187$",
+         f"the float64 noise within $u_{{64}}({lem['gumbel64']['A']:.2f} + "
+         f"{lem['gumbel64']['B']:.2f}\\lvert G\\rvert)$ at every grid point (Lemma 8.3)"),
+        ("float32 log-masses of groups, chunks, shards (§8.4)", "Lemma 5: $\\tanh(\\varepsilon/2)$, $\\varepsilon$ = "
          f"`logmass_tolerance` (${sci(lm['tv_bound'])}$ in the example)",
          f"example: $\\max\\lvert\\hat L - L\\rvert = {sci(lm['max_abs_error'])}$, TV ${sci(lm['tv'])}$"),
         ("tile inverse CDF: integer weights and index ([tile_inverse_cdf.md](tile_inverse_cdf.md))",

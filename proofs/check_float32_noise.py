@@ -29,6 +29,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as `python proofs/check_float32_noise.py`: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import flashsampling._device  # noqa: E402, F401, I001  (first: it selects the interpreter before triton is imported)
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 

@@ -8,9 +8,10 @@ processes, world sizes 2 and 3, uneven contiguous shards (one empty), in rank or
   grouped law, which ``check_factorization.enumerated_laws`` shows exact); a permuted layout (rank ``r`` holding
   another shard, passed as ``vocab_start``) returns the same tokens (the group noise is keyed by the shard start,
   not the rank).  Each world runs under a timeout, so a hang fails the check.
-* Planted defects, applied inside the ranks to the shipped module (``PLANTED``): the group noise keyed by the rank,
-  the token noise keyed by the local index, an empty shard that sends ``L = 0`` instead of ``-inf``, per-rank
-  group seeds.  Each must make a comparison fail.
+* Planted defects, applied inside the ranks to the shipped modules (``PLANTED``; stage 1 through
+  :mod:`flashsampling._request`, the combine through :mod:`flashsampling.distributed`): the group noise keyed by
+  the rank, the token noise keyed by the local index, an empty shard that sends ``L = 0`` instead of ``-inf``,
+  per-rank group seeds.  Each must make a comparison fail.
 * ``local_keying_counterexample``: the closed form of (P1) (not a check of the code).
 """
 
@@ -55,19 +56,20 @@ def _planted(name: str | None, rank: int):
 
     import torch
 
+    import flashsampling._request as request_mod
     import flashsampling.distributed as dist_mod
 
     @contextlib.contextmanager
-    def patch(attr, value):
-        old = getattr(dist_mod, attr)
-        setattr(dist_mod, attr, value)
+    def patch(attr, value, module=dist_mod):
+        old = getattr(module, attr)
+        setattr(module, attr, value)
         try:
             yield
         finally:
-            setattr(dist_mod, attr, old)
+            setattr(module, attr, old)
 
     combine = dist_mod.launch_combine_groups
-    stage1 = dist_mod.launch_logits_stage1
+    stage1 = request_mod.launch_logits_stage1
     empty = dist_mod._empty_candidates
     if name is None:
         return contextlib.nullcontext()
@@ -78,7 +80,7 @@ def _planted(name: str | None, rank: int):
     if name == "token noise keyed by local index":
         def local(*a, col_offset=0, **kw):  # noqa: E306
             return stage1(*a, col_offset=0, **kw)
-        return patch("launch_logits_stage1", local)
+        return patch("launch_logits_stage1", local, request_mod)  # every rank's stage 1 runs through the request
     if name == "empty shard sends L = 0":
         def zero_mass(B_, S_, start, device):  # noqa: E306
             L, m, k, i, f = empty(B_, S_, start, device)

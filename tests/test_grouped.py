@@ -2,7 +2,7 @@
 
 Layer 1 (deterministic): the kernel's per-group local samples equal the twin's Gumbel-max restricted
 to each group, its log-masses equal the float64 ``logsumexp`` within ``logmass_tolerance``, and the
-combine equals :func:`combine_groups_np` bit for bit (interpreter) given the same partials.
+combine equals :func:`combine_groups_np` bit for bit (interpreted and compiled) given the same partials.
 Layer 2 (statistical): the vectorized twin ``grouped_sampler_np`` against the exact softmax.
 
 Family: ``STAT_CHECKS`` checks at ``ALPHA = 1e-6`` each, so an exact sampler fails this file with
@@ -71,11 +71,8 @@ def _assert_combine_replays(p, greedy: np.ndarray, seed: int, tokens: torch.Tens
         p.logmass.cpu().numpy(), p.best.cpu().numpy(), p.key.cpu().numpy(), p.index.cpu().numpy(),
         p.starts.cpu().numpy(), greedy, seed,
     )  # fmt: skip
-    got = tokens.cpu().numpy()
-    if flashsampling.INTERPRET:
-        np.testing.assert_array_equal(got, expected)
-    else:  # compiled log may differ from NumPy's in the last ulp: near-ties only
-        assert (got == expected).mean() >= 0.99
+    # The group noise is float64 in separately rounded operations on both sides: equal, compiled or interpreted.
+    np.testing.assert_array_equal(tokens.cpu().numpy(), expected)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The noise generator: Philox known answers, kernel = twin bit for bit, range, key independence."""
+"""The noise generator: Philox known answers, kernel = twin bit for bit, range, key independence; the float64
+arithmetic and the coin of the second-level draws."""
 
 from __future__ import annotations
 
@@ -13,8 +14,21 @@ from flashsampling.noise import (
     MAX_NOISE,
     NOISE_ABS_TOL,
     NOISE_REL_TOL,
+    coin_take,
+    coin_take_np,
+    coin_threshold,
+    exp_neg64,
+    exp_neg64_np,
+    exponential64_from_bits,
+    exponential64_from_bits_np,
     exponential_exact,
     exponential_from_bits_np,
+    gumbel64_from_bits,
+    gumbel64_from_bits_np,
+    log64,
+    log64_np,
+    merge_coin,
+    merge_coin_np,
     pair_noise,
     philox4x32_np,
     positive_log,
@@ -232,3 +246,189 @@ def test_ratio_to_half_one_equals_fdiv_bit_for_bit():
     ours, ref = torch.empty_like(y), torch.empty_like(y)
     _ratio_kernel[(n // 1024,)](d, y, ours, ref, BLOCK=1024)
     assert torch.equal(ours.view(torch.int32), ref.view(torch.int32))
+
+
+# --------------------------------------------------------------------------------------------
+# Float64 arithmetic of the second-level draws: kernel = twin bit for bit, the coin's take set
+# --------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _f64_kernel(x_ptr, a_ptr, w0_ptr, w1_ptr, log_ptr, exp_ptr, e_ptr, g_ptr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    w0 = tl.load(w0_ptr + i).to(tl.uint32)
+    w1 = tl.load(w1_ptr + i).to(tl.uint32)
+    tl.store(log_ptr + i, log64(tl.load(x_ptr + i)))
+    tl.store(exp_ptr + i, exp_neg64(tl.load(a_ptr + i)))
+    tl.store(e_ptr + i, exponential64_from_bits(w0, w1))
+    tl.store(g_ptr + i, gumbel64_from_bits(w0, w1))
+
+
+@triton.jit
+def _coin_kernel(w0_ptr, w1_ptr, m_ptr, heavy_ptr, lk_ptr, lt_ptr, take_ptr, merge_ptr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    w0 = tl.load(w0_ptr + i).to(tl.uint32)
+    w1 = tl.load(w1_ptr + i).to(tl.uint32)
+    tl.store(take_ptr + i, coin_take(w0, w1, tl.load(m_ptr + i), tl.load(heavy_ptr + i) != 0).to(tl.int32))
+    tl.store(merge_ptr + i, merge_coin(w0, w1, tl.load(lk_ptr + i), tl.load(lt_ptr + i)).to(tl.int32))
+
+
+def _pad(x: np.ndarray, n: int) -> np.ndarray:
+    return np.concatenate([x, np.repeat(x[-1:], n - x.size)])
+
+
+def _words(k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    k = np.asarray(k, dtype=np.uint64)
+    return (k & np.uint64(0xFFFFFFFF)).astype(np.uint32), (k >> np.uint64(32)).astype(np.uint32)
+
+
+def _t(x: np.ndarray, device, dtype=None) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(x)).to(device=device, dtype=dtype)
+
+
+def kernel_f64(x, a, w0, w1, device) -> tuple[np.ndarray, ...]:
+    """(log64(x), exp_neg64(a), E64(w), G64(w)) from the kernel, float64."""
+    size = len(x)
+    n = -(-size // 256) * 256
+    x, a, w0, w1 = (_pad(np.asarray(v), n) for v in (x, a, w0, w1))
+    outs = [torch.empty(n, dtype=torch.float64, device=device) for _ in range(4)]
+    _f64_kernel[(n // 256,)](_t(x, device), _t(a, device), _t(w0.astype(np.int64), device),
+                             _t(w1.astype(np.int64), device), *outs, BLOCK=256)  # fmt: skip
+    return tuple(o.cpu().numpy()[:size] for o in outs)
+
+
+def kernel_coins(w0, w1, m, heavy, l_keep, l_take, device) -> tuple[np.ndarray, np.ndarray]:
+    """(coin_take(w, m, heavy), merge_coin(w, l_keep, l_take)) from the kernel, bool."""
+    size = len(w0)
+    n = -(-size // 256) * 256
+    args = [_pad(np.asarray(v), n) for v in (w0, w1, m, heavy, l_keep, l_take)]
+    outs = [torch.empty(n, dtype=torch.int32, device=device) for _ in range(2)]
+    _coin_kernel[(n // 256,)](_t(args[0].astype(np.int64), device), _t(args[1].astype(np.int64), device),
+                              _t(args[2].astype(np.float64), device), _t(args[3].astype(np.int32), device),
+                              _t(args[4].astype(np.float64), device), _t(args[5].astype(np.float64), device), *outs,
+                              BLOCK=256)  # fmt: skip
+    return tuple(o.cpu().numpy()[:size].astype(bool) for o in outs)
+
+
+def _f64_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Edge and random inputs: ``x`` over [2**-66, 46] (binade edges, the reduction's edges sqrt(1/2), sqrt(2),
+    1 and its neighbours), ``a`` over [0, 70] (0, ln 2 / 2 multiples, the clamp, inf, NaN), words at the
+    generator's extremes and its branch point."""
+    rng = np.random.default_rng(11)
+    edges = [1.0, 0.5, 2.0, 2.0**-66, 46.0, np.sqrt(0.5), np.sqrt(2.0), 45.06]
+    edges += [np.nextafter(v, d) for v in (1.0, np.sqrt(0.5), np.sqrt(2.0)) for d in (0.0, 3.0)]
+    x = np.concatenate(
+        [edges, np.exp(rng.uniform(np.log(2.0**-66), np.log(46.0), 700)), 1 + rng.uniform(-0.3, 0.42, 200)]
+    )
+    ln2 = np.log(2.0)
+    a = np.concatenate([[0.0, 2.0**-60, ln2 / 2, 3 * ln2 / 2, 64.0, np.nextafter(64.0, 0), 70.0, np.inf, np.nan],
+                        np.arange(1, 93) * ln2 / 2, rng.uniform(0, 70, 700)])  # fmt: skip
+    special = np.array([0, 1, 2**63 - 1, 2**63, 2**64 - 1, 2**64 - 2, 2**52, 2**53 + 1, 2**11], dtype=np.uint64)
+    k = np.concatenate([special, rng.integers(0, 2**63, 700, dtype=np.uint64) * np.uint64(2)
+                        + rng.integers(0, 2, 700, dtype=np.uint64)])  # fmt: skip
+    w0, w1 = _words(k)
+    n = max(len(x), len(a), len(w0))
+    return _pad(x, n), _pad(a, n), _pad(w0, n), _pad(w1, n)
+
+
+def test_float64_noise_kernel_equals_twin(device):
+    """log64, exp_neg64 and the float64 exponential and Gumbel of the group noise: kernel = twin, bit for bit,
+    interpreted and compiled (separately rounded operations on both sides)."""
+    x, a, w0, w1 = _f64_inputs()
+    got = kernel_f64(x, a, w0, w1, device)
+    want = (log64_np(x), exp_neg64_np(a), exponential64_from_bits_np(w0, w1), gumbel64_from_bits_np(w0, w1))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.view(np.int64), w.view(np.int64))
+
+
+def test_float64_noise_range_and_accuracy_spot():
+    """G64 is finite on the extreme words and reaches 65 log 2; E64 and G64 agree with float64 logs of the exact
+    integer (``exponential_exact``) to a few ulp on random words (the proved bounds: proofs/finite_precision.md)."""
+    x, a, w0, w1 = _f64_inputs()
+    g = gumbel64_from_bits_np(w0, w1)
+    assert np.all(np.isfinite(g)) and g.max() == pytest.approx(MAX_NOISE, rel=1e-15) and g.min() > -np.log(46.0)
+    e = exponential64_from_bits_np(w0, w1)
+    np.testing.assert_allclose(e, exponential_exact(w0, w1), rtol=2.0**-48)
+    assert log64_np(np.array([1.0]))[0] == 0.0 and exp_neg64_np(np.array([0.0]))[0] == 1.0
+    assert exp_neg64_np(np.array([np.inf, np.nan])).tolist() == [exp_neg64_np(np.array([64.0]))[0]] * 2
+
+
+#: Coin probabilities ``m`` where ``K(q)`` is delicate: ``2**64 m`` a half-integer or an integer, near ``2**52``
+#: and ``2**53`` (where float64 stops holding halves and odd integers), the smallest ones, ``1/2``.
+def _coin_edges() -> np.ndarray:
+    vals = [0.0, 2.0**-70, 2.0**-66, 2.0**-65, np.nextafter(2.0**-65, 1), 2.0**-64, 1.5 * 2.0**-64, 2.5 * 2.0**-64,
+            0.5, np.nextafter(0.5, 0), 0.25, 1 / 3]  # fmt: skip
+    for e in (-12, -11):  # 2**64 m = 2**52, 2**53
+        for j in range(1, 6):
+            vals += [2.0**e + j * 2.0 ** (e - 52), 2.0**e - j * 2.0 ** (e - 53)]
+    vals += [(j + 0.5) * 2.0**-64 for j in range(1, 8)] + [(2**40 + 0.5) * 2.0**-64, 3 * 2.0**-13]
+    return np.array(vals)
+
+
+def _coin_cases(seed: int = 3):
+    """``(m, heavy, k)`` triples: every edge and 300 random ``m``, both sides, at ``k = K - 1, K`` (and 0, 2**64 - 1)
+    with ``K`` from exact rationals; returns the arrays and the expected take."""
+    rng = np.random.default_rng(seed)
+    ms = np.concatenate([_coin_edges(), np.exp(rng.uniform(-45, np.log(0.5), 300))])
+    m_out, h_out, k_out, want = [], [], [], []
+    for m in ms:
+        for heavy in (False, True):
+            big_k = coin_threshold(float(m), heavy)
+            for k in (big_k - 1, big_k, 0, 2**64 - 1):
+                if 0 <= k < 2**64:
+                    m_out.append(m)
+                    h_out.append(heavy)
+                    k_out.append(k)
+                    want.append(k < big_k)
+    return np.array(m_out), np.array(h_out), np.array(k_out, dtype=np.uint64), np.array(want)
+
+
+def test_coin_take_set_is_zero_to_k(device):
+    """``coin_take`` takes exactly ``k < K(q) = ceil(2**64 q - 1/2)`` (``q = m`` or ``1 - m``): checked at ``k = K - 1``
+    and ``K`` on edge and random ``m`` (with ``K`` in exact rationals), twin and kernel, bit for bit."""
+    m, heavy, k, want = _coin_cases()
+    w0, w1 = _words(k)
+    np.testing.assert_array_equal(coin_take_np(w0, w1, m, heavy), want)
+    got, _ = kernel_coins(w0, w1, m, heavy, np.zeros(m.size), np.zeros(m.size), device)
+    np.testing.assert_array_equal(got, want)
+
+
+def _float32_coin(w0, w1, m, heavy):
+    """A planted defect: the version-1 coin, a float32 exponential against the float64 threshold ``-log q``."""
+    q = np.where(heavy, 1.0 - m, m)
+    with np.errstate(divide="ignore"):
+        return exponential_from_bits_np(w0, w1).astype(np.float64) > -np.log(q)
+
+
+def _float64_ceil_coin(w0, w1, m, heavy):
+    """A planted defect: ``K = ceil(2**64 q - 1/2)`` evaluated in float64 (it rounds once ``2**64 q >= 2**52``)."""
+    q = np.where(heavy, 1.0 - np.asarray(m), m)
+    big_k = np.array([int(np.ceil(v * 2.0**64 - 0.5)) for v in q], dtype=object)
+    k = w1.astype(object) * 2**32 + w0.astype(object)
+    return np.array([a < b for a, b in zip(k, big_k)])
+
+
+@pytest.mark.parametrize("planted", [_float32_coin, _float64_ceil_coin], ids=["float32-exponential", "float64-ceil"])
+def test_coin_take_set_check_catches_planted_coins(planted):
+    m, heavy, k, want = _coin_cases()
+    w0, w1 = _words(k)
+    assert (planted(w0, w1, m, heavy) != want).sum() > 0
+
+
+def test_merge_coin_kernel_equals_twin(device):
+    """The merge coin from log-masses: kernel = twin bit for bit on random and edge ``(L, L_C)`` (equal, one or both
+    ``-inf``, differences beyond the clamp); ``L_C = -inf`` never takes, ``L = -inf < L_C`` always does."""
+    rng = np.random.default_rng(5)
+    n = 2000
+    lk = rng.normal(0, 8, n)
+    lt = lk + rng.normal(0, 3, n) * rng.choice([1e-6, 1.0, 20.0], n)
+    lk[:6], lt[:6] = [-np.inf, -np.inf, 1.0, 5.0, 0.0, -80.0], [-np.inf, 2.0, -np.inf, 5.0, 70.0, 0.0]
+    w0 = rng.integers(0, 2**32, n, dtype=np.uint32)
+    w1 = rng.integers(0, 2**32, n, dtype=np.uint32)
+    want = merge_coin_np(w0, w1, lk, lt)
+    _, got = kernel_coins(w0, w1, np.zeros(n), np.zeros(n, bool), lk, lt, device)
+    np.testing.assert_array_equal(got, want)
+    assert want[:6].tolist()[:3] == [False, True, False] and want[5]
+    never = merge_coin_np(w0, w1, lk, np.full(n, -np.inf))
+    always = merge_coin_np(w0, w1, np.full(n, -np.inf), lt)
+    assert not never.any() and always[np.isfinite(lt)].all()

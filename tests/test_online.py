@@ -17,11 +17,12 @@ import torch
 
 import flashsampling
 from flashsampling.grouped import group_logmass_np, local_samples_np, logmass_tolerance
+from flashsampling.noise import merge_coin_probability_np
 from flashsampling.online import (
     OnlineSampler,
-    coin_noise_np,
+    coin_words_np,
     default_chunks,
-    logaddexp_np,
+    merged_logmass_np,
     online_choice_np,
     online_sampler_np,
     sample_online,
@@ -74,7 +75,8 @@ def test_single_chunk_is_the_fused_kernel(device):
 
 def test_chunks_in_any_order_replay_the_twin(device):
     """Uneven chunks (one of a single column, one with zero mass) merged out of order; the tokens
-    equal the twin's except where a coin's exponential is within 1e-5 of its threshold (counted)."""
+    equal the twin's except where a coin's uniform ``(k + 1/2) / 2**64`` is within 1e-5 of the twin's take
+    probability (the kernel's float32 tile log-masses against the twin's float64 ones; counted)."""
     b, v, S, seed, temp = 3, 500, 6, 606, 0.9
     z = _logits(b, v, 2, mask_frac=0.2)
     z[:, 237:238] = 0.5
@@ -90,13 +92,13 @@ def test_chunks_in_any_order_replay_the_twin(device):
         L = group_logmass_np(z[r], inv, starts, sizes)
         choice = online_choice_np(L, starts, seed, S, row=r)
         expected[r] = local_samples_np(z[r], inv, seed, starts, sizes, choice, row=r)
-        acc, prefix = -np.inf, []
-        for x in L:
-            acc = float(logaddexp_np(acc, x))
-            prefix.append(acc)
-        thr = np.where(L == -np.inf, np.inf, np.array(prefix) - L)
-        e = coin_noise_np(seed, starts[None, :], r, np.arange(S)[:, None]).astype(np.float64)
-        near[r] = (np.isfinite(thr) & (np.abs(e - thr) <= 1e-5 * (1 + thr))).any(axis=1)
+        before = merged_logmass_np(L)
+        m, heavy = merge_coin_probability_np(before, L)
+        q = np.where(heavy, 1.0 - m, m)
+        w0, w1 = coin_words_np(seed, starts[None, :], r, np.arange(S)[:, None])
+        u = (w1.astype(np.float64) * 2.0**32 + w0.astype(np.float64) + 0.5) * 2.0**-64
+        both = np.isfinite(L) & np.isfinite(before)
+        near[r] = (both & (np.abs(u - q) <= 1e-5)).any(axis=1)
     got = res.tokens.cpu().numpy()
     bad = (got != expected) & ~near
     assert bad.sum() == 0, (got, expected)

@@ -22,17 +22,17 @@ Every kernel takes ``BLOCK_SIZE_P`` flat (row, sample) pairs ``p = row * S + sam
 and walks its other axis in blocks.
 
 *Group noise.*
-Besides the token noise of stage 1 the variants need one random variate per (group, row, sample):
-the Gumbel noise that picks a group (``STREAM_GROUP = 1``) or the exponential variate behind an
-online merge coin (``STREAM_ONLINE = 2``), from the same Philox generator with the counter::
+Besides the token noise of stage 1 the variants need one random block per (group, row, sample):
+the Gumbel noise that picks a group (``STREAM_GROUP = 1``) or the bits of an online merge's coin
+(``STREAM_ONLINE = 2``), from the same Philox generator with the counter::
 
     (group_id, row, sample, stream)          group_id = the group's first global vocabulary index
 
 so they are independent of the token noise (stream 0) by construction, and reproducible from the
-seed alone (every tensor-parallel rank computes the same values without communication).  ``E`` and
-``G = -log(E)`` are computed by the very float32 operations of
-:func:`flashsampling.noise.token_noise`, so ``token_noise_np`` and ``exponential_from_bits_np`` are
-their NumPy twins.
+seed alone (every tensor-parallel rank computes the same values without communication).  The group
+noise is :func:`flashsampling.noise.gumbel64_from_bits` (float64; twin ``group_noise_np``), the coin
+:func:`flashsampling.noise.merge_coin` (an integer comparison; twin ``merge_coin_np``): both exact on
+the 64-bit grid and equal to their twins bit for bit (``proofs/finite_precision.md``, section 8).
 
 *The kernels.*
 ``reduce_candidates_kernel``: candidates ``[B, S, T]`` -> the lexicographic max over ``T`` per pair
@@ -42,7 +42,7 @@ for a greedy row) and the OR of the tiles' flags.  Bytes: ``B S T 20 + B T 8`` r
 ``combine_groups_kernel``: ``L [B, K]`` and candidates ``[B, S, K]`` -> per pair::
 
     for k in range(K):
-        G'    = -log(E(philox(ids[k], row, sample, STREAM_GROUP)))           float32, as token noise
+        G'    = gumbel64_from_bits(philox(ids[k], row, sample, STREAM_GROUP))       float64
         score = z_best[k]            if greedy row or PATHWISE   else   L[k] + G'      (float64)
         key   = key_best[k]          if greedy row or PATHWISE   else   w2(...)
         keep the lexicographic max of (score, key), its local index and position k
@@ -52,8 +52,9 @@ for a greedy row) and the OR of the tiles' flags.  Bytes: ``B S T 20 + B T 8`` r
 Bytes: ``B K 8 + B F 4 + B S K 20`` read, ``B S 20`` written.
 
 ``online_merge_kernel``: one binary merge of :class:`flashsampling.online.OnlineSampler` per pair
-(module docstring there), the coin from ``STREAM_ONLINE`` keyed by the chunk start; the row's new
-log-mass and flags go to separate output buffers (other pairs of the row still read the old ones).
+(module docstring there), the coin ``merge_coin(w0, w1, L, L_C)`` of the block ``(chunk start, row,
+sample, STREAM_ONLINE)``; the row's new log-mass and flags go to separate output buffers (other pairs
+of the row still read the old ones).
 
 *Lexicographic max.*
 Every kernel keeps the candidate with the largest ``(score, key)`` pair, first position on a full
@@ -68,7 +69,7 @@ import triton
 import triton.language as tl
 
 from .._device import INTERPRET
-from ..noise import PHILOX_ROUNDS, STREAM_GROUP, STREAM_ONLINE, exponential_from_bits, gumbel_from_bits, philox4x32
+from ..noise import PHILOX_ROUNDS, STREAM_GROUP, STREAM_ONLINE, gumbel64_from_bits, merge_coin, philox4x32
 from .flags import BAD_LOGIT, FLAG_BAD_LOGIT, FLAG_NO_FINITE, FLAG_OVERFLOW, NO_FINITE, OVERFLOW
 from .launch import cdiv, direct, next_power_of_2
 
@@ -346,8 +347,7 @@ def combine_groups_kernel(
             gid = tl.load(ids_ptr + k, mask=k < K, other=0)
             c_gid = zeros + gid.to(tl.uint32)[None, :]
             w0, w1, w2, w3 = philox4x32(c_gid, c_row, c_smp, c_str, k0, k1, N_ROUNDS)
-            g = gumbel_from_bits(w0, w1)
-            score = tl.where(greedy[:, None], m, lm + g.to(tl.float64))
+            score = tl.where(greedy[:, None], m, lm + gumbel64_from_bits(w0, w1))
             kk = tl.where(greedy[:, None], key, w2.to(tl.int64))
             run_l = tl.maximum(run_l, tl.max(lm, axis=1))
         score = tl.where(ok, score, float("-inf"))
@@ -463,19 +463,17 @@ def online_merge_kernel(
     mx = tl.maximum(lo, lc)
     d = tl.where(mx == float("-inf"), float("-inf"), tl.minimum(lo, lc) - mx)
     l_new = tl.where(mx == float("-inf"), mx, mx + tl.log(1.0 + tl.exp(d)))
-    threshold = tl.where(lc == float("-inf"), float("inf"), l_new - lc)
     zeros = tl.zeros([BLOCK_SIZE_P], dtype=tl.uint32)
     w0, w1, w2, w3 = philox4x32(
         zeros + start.to(tl.uint32), row.to(tl.uint32), smp.to(tl.uint32), zeros + STREAM,
         seed_lo.to(tl.uint32), seed_hi.to(tl.uint32), N_ROUNDS,
     )  # fmt: skip
-    e = exponential_from_bits(w0, w1)
     cm = tl.load(cm_ptr + p, mask=p_ok, other=float("-inf"))
     ck = tl.load(ck_ptr + p, mask=p_ok, other=-5)
     ci = tl.load(ci_ptr + p, mask=p_ok, other=0)
     bm = tl.load(best_ptr + p, mask=p_ok, other=float("-inf"))
     bk = tl.load(key_ptr + p, mask=p_ok, other=-5)
-    take = tl.where(greedy, (cm > bm) | ((cm == bm) & (ck > bk)), e.to(tl.float64) > threshold)
+    take = tl.where(greedy, (cm > bm) | ((cm == bm) & (ck > bk)), merge_coin(w0, w1, lo, lc))
     tl.store(best_ptr + p, cm, mask=p_ok & take)
     tl.store(key_ptr + p, ck, mask=p_ok & take)
     tl.store(idx_ptr + p, ci, mask=p_ok & take)

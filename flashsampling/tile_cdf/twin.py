@@ -9,8 +9,8 @@ the number of columns whose cumulative weight is at most ``t`` (the first column
 
 Stage 2 (:func:`tile_logmass`, then :func:`draw_tiles_np`, as :func:`flashsampling.grouped.choose_groups_np`): the tile
 by Gumbel-max over ``L = m + ln Q - 55 ln 2`` with the group stream's noise, as the grouped variant chooses its groups.
-The result's law is ``e^m q / sum e^m q`` within ``2**-128`` per token (proofs/tile_inverse_cdf.md, Propositions 1
-and 2).
+Given the tile, the result's law is ``e^m q / sum e^m q`` within ``2**-128`` per token; the tile draw is the grouped
+sampler's, exact on the 64-bit grid up to its float64 error (proofs/tile_inverse_cdf.md, Propositions 1 and 2).
 
 The order in which a tile's cumulative weights run is part of the stream: natural for the prototype,
 :func:`slot_order` for the fused kernel (any fixed order has the same law).
@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from ..grouped import choose_groups_np
-from ..noise import STREAM_GROUP, STREAM_TILE, philox4x32_np, split_seed, token_noise_np
+from ..noise import STREAM_GROUP, STREAM_TILE, group_noise_np, philox4x32_np, split_seed
 from ..twin import sample_twin_many, select
 from .weights import WEIGHT_BITS, tile_weights_np
 
@@ -124,13 +124,13 @@ def tile_cdf_sampler_np(logits: np.ndarray, temperature: float, n: int, seed: in
 
 
 def draw_tiles_np(logmass: np.ndarray, seed: int, block_v: int = 256) -> np.ndarray:
-    """Stage 2 for sample 0 of every row, the vocabulary tile it draws from: ``argmax_k (L[r, k] + G'_k)`` with the
-    group stream's noise of the block ``(k * block_v, row, 0, STREAM_GROUP)`` (as
+    """Stage 2 for sample 0 of every row, the vocabulary tile it draws from: ``argmax_k (L[r, k] + G'_k)`` in float64
+    with the group stream's float64 noise of the block ``(k * block_v, row, 0, STREAM_GROUP)`` (as
     :func:`~flashsampling.grouped.choose_groups_np`), exact ties by its key; ``[B]`` int64."""
     B, K = logmass.shape
     starts = (np.arange(K, dtype=np.uint32) * np.uint32(block_v))[None, :]
-    g, key = token_noise_np(seed, np.arange(B, dtype=np.uint32)[:, None], starts, 0, STREAM_GROUP)
-    return select(logmass + g.astype(np.float64), key).astype(np.int64)
+    g, key = group_noise_np(seed, np.arange(B, dtype=np.uint32)[:, None], starts, 0, STREAM_GROUP)
+    return select(logmass + g, key).astype(np.int64)
 
 
 def fused_tile_cdf_np(z32: np.ndarray, inv32: np.ndarray, seed: int, *, block_v: int = 256, chunk: int = 32):

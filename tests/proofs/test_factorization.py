@@ -16,6 +16,7 @@ FAST = (
     ("grouped", (0.5, -math.inf, -0.9, 1.3, -math.inf), 0.8, (2, 0, 1, 2)),
     ("online", (0.2, -0.55, 1.07, -0.3), 1.3, (1, 2, 1)),
     ("online", (-math.inf, 0.4, -0.8, 0.15), 1.0, (1, 1, 2)),
+    ("online", (0.2, -0.55, 1.07, -0.3), 1.3, (1, 1, 1, 1)),  # four chunks: the running-maximum prefix shows at 2 bits
 )
 
 
@@ -37,13 +38,14 @@ def test_enumerated_noise_reads_one_digit_per_variable():
     noise = chk.EnumeratedNoise(2, [0, 1], group_ids=[0, 2], coin_ids=[5])
     assert noise.samples == 1 << 10
     g_tok, _ = noise.token_noise_np(0, 0, [[0, 1]], [[0b11_10]], 0)
-    g_grp, _ = noise.token_noise_np(0, 0, [[0, 2]], [[0b11_10_00_00]], 1)
-    e = noise.coin_noise_np(0, [[5]], 0, [[0b11 << 8]])
+    g_grp, _ = noise.group_noise_np(0, 0, [[0, 2]], [[0b11_10_00_00]], 1)
+    w0, w1 = noise.coin_words_np(0, [[5]], 0, [[0b11 << 8]])
     u = [(d + 0.5) / 4 for d in range(4)]
     assert g_tok[0, 0] == pytest.approx(-math.log(-math.log(u[2])), rel=1e-6)
     assert g_tok[0, 1] == pytest.approx(-math.log(-math.log(u[3])), rel=1e-6)
-    assert g_grp[0, 0] == pytest.approx(-math.log(-math.log(u[2])), rel=1e-6)
-    assert e[0, 0] == pytest.approx(-math.log(u[3]), rel=1e-6)
+    assert g_grp[0, 0] == pytest.approx(-math.log(-math.log(u[2])), rel=1e-15)
+    k = int(w1[0, 0]) << 32 | int(w0[0, 0])
+    assert k == (3 << 62) + (1 << 61) and (k + 0.5) / 2**64 == pytest.approx(u[3], rel=1e-15)
 
 
 def test_grouped_twin_real_noise_passes_and_reused_stream_fails():

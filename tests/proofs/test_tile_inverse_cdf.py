@@ -63,3 +63,10 @@ def test_design_passes_and_every_defect_is_caught():
 def test_recorded_results_are_current():
     fresh = gen.roundtrip(chk.collect())
     assert gen.same(fresh, gen.load("tile_inverse_cdf"), rel=1e-9)
+
+
+def test_the_weights_module_quotes_the_exhaustive_eta():
+    """flashsampling/tile_cdf/weights.py states eta as the exhaustive scan recorded it (in units of 2**-24)."""
+    eta = f"{gen.load('exp2_exhaustive')['max_rel_units']:.3f} * 2**-24"
+    doc = open(tile_weights.__file__).read()
+    assert doc.count(eta) == 2, eta
