@@ -181,15 +181,18 @@ def combine_kernels() -> dict:
         if fn is None:
             continue
         out[f"triton-{name.removesuffix('_kernel').replace('_', '-')}"] = lambda fn=fn: compile_combine(fn)
+    # The factorized group draw (grouped, online-free TP, tile inverse-CDF): the Gumbel-max over log-masses.
+    out["triton-combine-groups-factorized"] = lambda: compile_combine(stage2.combine_groups_kernel, PATHWISE=False)
     return out
 
 
-def compile_combine(fn) -> bytes:
-    """Compile a combine kernel with its pointers typed by name and its constants at representative values."""
+def compile_combine(fn, **constants) -> bytes:
+    """Compile a combine kernel with its pointers typed by name and its constants at representative values
+    (``constants`` overrides :data:`COMBINE_CONSTEXPRS`)."""
     types, const = {}, {}
     for i, n in enumerate(fn.arg_names):
         if i in fn.constexprs:
-            const[n] = COMBINE_CONSTEXPRS[n]
+            const[n] = {**COMBINE_CONSTEXPRS, **constants}[n]
         elif n.endswith("_ptr"):
             kind = next((t for part, t in POINTER_KINDS if part in n), "*fp32")
             types[n] = kind
