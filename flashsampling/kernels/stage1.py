@@ -56,7 +56,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .._device import UPCAST_DOT
+from .._device import UPCAST_DOT, device_function
 from .epilogue import device_seed_words, epilogue_constants, perturb_select_store, tile_epilogue
 from .hardware import tma_compatible
 from .launch import cdiv, direct
@@ -66,6 +66,41 @@ from .tiles import TileConfig, warp_specialized_supported
 
 #: What :func:`stage1_kernel_kind` returns: the Gluon kernel, the persistent TMA kernel, one program per tile.
 KERNEL_KINDS = ("gluon", "persistent", "tiled")
+
+
+@device_function
+def tile_logits(
+    h_ptr, w_ptr, rows64, cols64, row_ok, col_ok, D, stride_hb, stride_hd, stride_wv, stride_wd,
+    WIDE_K: tl.constexpr, BLOCK_SIZE_B: tl.constexpr, BLOCK_SIZE_V: tl.constexpr, BLOCK_SIZE_D: tl.constexpr,
+    UPCAST: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    """The fp32 logits of one tile, ``z[r, c] = sum_k h[rows[r], k] * w[cols[c], k]`` (rows and columns outside the
+    masks are 0), accumulated over ``BLOCK_SIZE_D``-wide slices of ``D``; with ``WIDE_K`` the K offsets
+    ``ks * stride`` are formed in int64 (:func:`wide_k_offsets`); ``UPCAST`` converts the inputs to fp32 before the
+    dot (:func:`upcast_inputs`).  The K loop of :func:`fused_stage1_kernel` and of the top-k matmul kernel."""
+    acc = tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.float32)
+    for k in range(0, D, BLOCK_SIZE_D):
+        ks = k + tl.arange(0, BLOCK_SIZE_D)
+        k_ok = ks < D
+        if WIDE_K:
+            ks_off = ks.to(tl.int64)  # some ks * stride reaches 2**31 (wide_k_offsets)
+        else:
+            ks_off = ks
+        h = tl.load(
+            h_ptr + rows64[:, None] * stride_hb + ks_off[None, :] * stride_hd,
+            mask=row_ok[:, None] & k_ok[None, :],
+            other=0.0,
+        )
+        w = tl.load(
+            w_ptr + cols64[None, :] * stride_wv + ks_off[:, None] * stride_wd,
+            mask=k_ok[:, None] & col_ok[None, :],
+            other=0.0,
+        )
+        if UPCAST:
+            h = h.to(tl.float32)
+            w = w.to(tl.float32)
+        acc = tl.dot(h, w, acc, input_precision=INPUT_PRECISION)
+    return acc
 
 
 @triton.jit(do_not_specialize=["seed_lo", "seed_hi", "col_offset", "num_samples"])
@@ -118,28 +153,10 @@ def fused_stage1_kernel(
     col_ok = cols < V
     rows64 = rows.to(tl.int64)
     cols64 = cols.to(tl.int64)
-    acc = tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.float32)
-    for k in range(0, D, BLOCK_SIZE_D):
-        ks = k + tl.arange(0, BLOCK_SIZE_D)
-        k_ok = ks < D
-        if WIDE_K:
-            ks_off = ks.to(tl.int64)  # some ks * stride reaches 2**31 (wide_k_offsets)
-        else:
-            ks_off = ks
-        h = tl.load(
-            h_ptr + rows64[:, None] * stride_hb + ks_off[None, :] * stride_hd,
-            mask=row_ok[:, None] & k_ok[None, :],
-            other=0.0,
-        )
-        w = tl.load(
-            w_ptr + cols64[None, :] * stride_wv + ks_off[:, None] * stride_wd,
-            mask=k_ok[:, None] & col_ok[None, :],
-            other=0.0,
-        )
-        if UPCAST:
-            h = h.to(tl.float32)
-            w = w.to(tl.float32)
-        acc = tl.dot(h, w, acc, input_precision=INPUT_PRECISION)
+    acc = tile_logits(
+        h_ptr, w_ptr, rows64, cols64, row_ok, col_ok, D, stride_hb, stride_hd, stride_wv, stride_wd,
+        WIDE_K, BLOCK_SIZE_B, BLOCK_SIZE_V, BLOCK_SIZE_D, UPCAST, INPUT_PRECISION,
+    )  # fmt: skip
     tile_epilogue(
         acc, pid, pid_b, pid_v, num_v_tiles, B, V, col_offset, num_samples, seed_lo, seed_hi, inv_temp_ptr,
         part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr, scratch_ptr,

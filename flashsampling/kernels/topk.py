@@ -80,7 +80,7 @@ from .epilogue import perturb_select_store, scores_and_flags
 from .flags import BAD_LOGIT, NO_FINITE, OVERFLOW
 from .hardware import sm_count
 from .launch import cdiv, direct, next_power_of_2
-from .stage1 import allocate_partials, upcast_inputs, wide_k_offsets
+from .stage1 import allocate_partials, tile_logits, upcast_inputs, wide_k_offsets
 from .stage2 import reduce_tiles
 from .tiles import TileConfig
 
@@ -268,28 +268,10 @@ def topk_stage1_kernel(
     col_ok = cols < V
     rows64 = rows.to(tl.int64)
     cols64 = cols.to(tl.int64)
-    acc = tl.zeros([BLOCK_SIZE_B, BLOCK_SIZE_V], dtype=tl.float32)
-    for k in range(0, D, BLOCK_SIZE_D):
-        ks = k + tl.arange(0, BLOCK_SIZE_D)
-        k_ok = ks < D
-        if WIDE_K:
-            ks_off = ks.to(tl.int64)  # some ks * stride reaches 2**31 (stage1.wide_k_offsets)
-        else:
-            ks_off = ks
-        h = tl.load(
-            h_ptr + rows64[:, None] * stride_hb + ks_off[None, :] * stride_hd,
-            mask=row_ok[:, None] & k_ok[None, :],
-            other=0.0,
-        )
-        w = tl.load(
-            w_ptr + cols64[None, :] * stride_wv + ks_off[:, None] * stride_wd,
-            mask=k_ok[:, None] & col_ok[None, :],
-            other=0.0,
-        )
-        if UPCAST:
-            h = h.to(tl.float32)
-            w = w.to(tl.float32)
-        acc = tl.dot(h, w, acc, input_precision=INPUT_PRECISION)
+    acc = tile_logits(
+        h_ptr, w_ptr, rows64, cols64, row_ok, col_ok, D, stride_hb, stride_hd, stride_wv, stride_wd,
+        WIDE_K, BLOCK_SIZE_B, BLOCK_SIZE_V, BLOCK_SIZE_D, UPCAST, INPUT_PRECISION,
+    )  # fmt: skip
     inv_temp = tl.load(inv_temp_ptr + rows64, mask=row_ok, other=1.0)
     candidates_epilogue(
         acc, rows, cols, row_ok, col_ok, col_offset, inv_temp, pid_v, num_v_tiles, seed_lo, seed_hi, num_samples,
