@@ -7,6 +7,10 @@ several tiles: per-row ``k`` (1, a cut inside a group of tied logits, ``V - 1``,
 masks leaving fewer finite tokens than ``k``, several samples, bf16 logits, the matmul kernel, an odd shard offset
 (unpaired noise), stage 2 split over several programs, and no finite token.  Deterministic (no statistics).
 
+In the interpreter (the inputs are CPU tensors).  Compiled on the GPU the noise agrees with the twin only within
+``2^-21 (1 + |G|)`` (tests/test_replay.py counts the near-ties), so bit-for-bit token equality is an interpreter
+claim; on the H200 the compiled kernels' law is checked by tests/test_topk_stats.py's kernel runs.
+
 Time: about 15 s on two cores (interpreted launches).
 """
 
@@ -20,6 +24,8 @@ import flashsampling
 from flashsampling.kernels.topk import MAX_TOP_K, launch_topk_logits_stage1, launch_topk_merge
 from flashsampling.noise import split_seed
 from flashsampling.twin import sample_topk_twin, sample_twin, top_k_columns
+
+pytestmark = pytest.mark.skipif(not flashsampling.INTERPRET, reason="bit-exact kernel = twin: the interpreter's claim")
 
 V = 300
 #: Per-row ``k``: the smallest, a cut inside row 1's tied group, one tile's worth, ``V - 1``, no truncation.
