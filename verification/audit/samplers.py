@@ -12,6 +12,7 @@ name                           call
 ``vllm-race-fp16``             the same race with float16 probabilities and exponentials
 ``numpy.choice``               ``numpy.random.Generator.choice(V, n, p=softmax(z / T))``, float64
 ``jax.categorical``            ``jax.random.categorical(key, z / T)`` (when ``import jax`` works)
+``jax.categorical-high``       the same with ``mode="high"`` (twice the uniform bits)
 ``flashinfer``                 ``flashinfer.sampling.sampling_from_logits`` (CUDA and flashinfer)
 =============================  ===============================================================
 
@@ -159,7 +160,8 @@ def _numpy_choice(case: Case, n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).choice(p.size, size=n, p=p).astype(np.int64)
 
 
-def _jax_categorical(case: Case, n: int, seed: int) -> np.ndarray:
+def _jax_categorical(case: Case, n: int, seed: int, mode: str | None = None) -> np.ndarray:
+    """``jax.random.categorical`` in batches; ``mode`` is its Gumbel resolution (``None``: JAX's default, "low")."""
     import jax
     import jax.numpy as jnp
 
@@ -169,7 +171,7 @@ def _jax_categorical(case: Case, n: int, seed: int) -> np.ndarray:
     rows = max(1, min(n, _BATCH_ELEMENTS // z.size))
     for i, s0 in enumerate(range(0, n, rows)):
         b = min(rows, n - s0)
-        out.append(np.asarray(jax.random.categorical(jax.random.fold_in(key, i), z, shape=(b,))))
+        out.append(np.asarray(jax.random.categorical(jax.random.fold_in(key, i), z, shape=(b,), mode=mode)))
     return np.concatenate(out).astype(np.int64)
 
 
@@ -299,6 +301,13 @@ SOFTMAX_SAMPLERS: tuple[AuditSampler, ...] = (
             "_gumbel, default mode): the largest noise is -log(-log(1 - 2**-24)) = 16.6 nats, so tokens "
             "further below the top are starved",
         },
+    ),
+    AuditSampler(
+        "jax.categorical-high",
+        "jax.random.categorical(key, z / T, shape=(n,), mode='high')",
+        lambda case, n, seed: _jax_categorical(case, n, seed, mode="high"),
+        lambda: _has("jax"),
+        _version("jax"),
     ),
     AuditSampler(
         "flashinfer",
