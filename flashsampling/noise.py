@@ -65,6 +65,10 @@ may differ from NumPy's in the last unit in the last place, so the documented bo
 ``|G_kernel - G_twin| <= NOISE_ABS_TOL + NOISE_REL_TOL * |G_twin|`` (measured on the H200: see
 ``benchmarks/NOTES.md``).
 
+Why one module: every stream is a Triton device function beside the NumPy twin that must equal it bit for bit
+(Philox, the token, group and coin variates, the float64 ``log``/``exp``); keeping each pair side by side is what
+makes the replay tests and the proofs' checks read one definition.  Hence its length (~750 lines).
+
 References
 ----------
 J. K. Salmon, M. A. Moraes, R. O. Dror, D. E. Shaw, "Parallel random numbers: as easy as 1, 2,

@@ -23,6 +23,9 @@ family at ``alpha = 0.05``) on an exact NumPy sampler, with seeds that keep the 
 family-wise false-alarm rate must be at most ``alpha`` within its binomial band.  The lag scan's own rows
 (:func:`lag_scan_spec`: its null p-values and its power at the claimed deviation, shifted overlaps at
 shifts +1, -8 and 0) run there too, not in the test suite's parametrized checks.
+
+Why one module (~750 lines): it is the script that writes ``docs/calibration.md``; each test's null and planted
+specifications sit beside the runner that reads them, and the page's tests check its numbers against this file.
 """
 
 from __future__ import annotations
