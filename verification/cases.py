@@ -85,6 +85,11 @@ def battery(large: bool = False) -> list[Case]:
     cases.append(Case("many-tail-V4096", _f32(z), 1.0, "8-token head, flat tail 12 nats below", tail_gap=11.0))
     cases.append(Case("wide-range-V2000", _f32(rng.uniform(-60, 0, 2000)), 1.0, "logits spread over 60 nats"))
     cases.append(Case("hot-V1000-T2", _f32(rng.normal(0, 3, 1000)), 2.0, "temperature 2"))
+    # The fused top-k sampler's cases (target top_k(k, ties="low_index")): only the control and the top-k variants
+    # run them (verification.variants.softmax_case).
+    from .topk_cases import topk_cases
+
+    cases.extend(topk_cases().values())
     if large:
         cases.append(Case("normal-V151936", _f32(rng.normal(0, 2.5, 151936)), 1.0, "LM-sized, N(0, 2.5^2)"))
         z = np.full(151936, -18.0)

@@ -4,9 +4,9 @@ Each case holds float32-representable logits (float64 storage) and the law of
 :func:`flashsampling.sample_from_logits` with ``top_k=k`` (:mod:`flashsampling.topk`): the ``k`` largest logits,
 ties at the cut kept by lower index, then ``softmax(z / T)`` on them.  The cases are where a top-k sampler goes
 wrong: a cut inside a group of tied logits (which tied tokens stay), a greedy row with more tied maxima than ``k``,
-fewer finite tokens than ``k``, and a temperature.  They are not in :func:`verification.cases.battery`, whose
-variants sample the plain softmax; ``tests/test_topk_stats.py`` runs the top-k variants of
-:mod:`verification.variants` on them with :func:`verification.suite.run_suite`.
+fewer finite tokens than ``k``, and a temperature.  :func:`verification.cases.battery` includes them: the main job
+runs the control and the top-k variants of :mod:`verification.variants` on them (the plain variants refuse them);
+``tests/test_topk_stats.py`` runs the same variants with :func:`verification.suite.run_suite`.
 """
 
 from __future__ import annotations

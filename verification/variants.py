@@ -8,8 +8,9 @@ Layers, as in the design's three layers of evidence:
 * ``kernel``: the Triton kernel itself (interpreted on CPU, so n is small there; compiled on GPU).
 
 The fused top-k sampler's variants (``twin-topk``, ``kernel-topk-logits``, ``kernel-topk-matmul``) sample a case
-whose target is ``top_k(k, ties="low_index")`` (:mod:`verification.topk_cases`) and refuse every other case
-(:func:`fused_topk_case`); the plain variants sample ``softmax(z / T)``.
+whose target is ``top_k(k, ties="low_index")`` (:mod:`verification.topk_cases`, in the battery) and refuse every other
+case (:func:`fused_topk_case`); the plain variants sample ``softmax(z / T)`` and refuse a case with another target
+(:func:`softmax_case`, :func:`plain`); the control samples any case's target law.
 
 A variant that cannot run a case (the matmul path has no ``-inf`` logits; the tile inverse-CDF sampler
 has no greedy path) says so through ``applies``, so the main job knows every run, and the size of its
@@ -71,6 +72,23 @@ class Variant:
     def has_maxima(self, case: Case) -> bool:
         """True when the battery tests this variant's perturbed maxima on ``case`` (a noise, ``T > 0``)."""
         return self.maxima is not None and case.temperature > 0
+
+
+def softmax_case(case: Case) -> bool:
+    """The case's target is the plain ``softmax(z / T)`` (no truncation): the law of every variant but the top-k ones
+    and the control."""
+    return case.target is None
+
+
+def plain(sample: Callable[[Case, int, int], np.ndarray]) -> Callable[[Case, int, int], np.ndarray]:
+    """``sample`` refusing (``NotImplementedError``) a case whose target is not the plain softmax."""
+
+    def softmax_only(case: Case, n: int, seed: int) -> np.ndarray:
+        if not softmax_case(case):
+            raise NotImplementedError(f"this sampler draws softmax(z / T), not {case.target!r}")
+        return sample(case, n, seed)
+
+    return softmax_only
 
 
 def finite_logits(case: Case) -> bool:
@@ -261,18 +279,18 @@ def registry() -> list[Variant]:
     """All variants present in this checkout, controls first."""
     out = [
         Variant("reference-inverse-cdf", "control", _reference, 400_000_000),
-        Variant("twin-fused", "twin", _twin, 60_000_000, max_vocab=8192),
-        Variant(
-            "kernel-fused-logits", "kernel", _kernel_logits, 8_000_000, cpu_max_n=64 * 160, maxima=_kernel_logits_maxima
-        ),
-        Variant("kernel-fused-matmul", "kernel", _kernel_matmul, 4_000_000, cpu_max_n=64 * 80, applies=finite_logits),
-        Variant("kernel-tile-cdf-prototype", "kernel", _kernel_tile_cdf, 2_000_000, cpu_max_n=64 * 32,
-                applies=sampled_temperature),  # fmt: skip
+        Variant("twin-fused", "twin", plain(_twin), 60_000_000, max_vocab=8192, applies=softmax_case),
+        Variant("kernel-fused-logits", "kernel", plain(_kernel_logits), 8_000_000, cpu_max_n=64 * 160,
+                maxima=_kernel_logits_maxima, applies=softmax_case),  # fmt: skip
+        Variant("kernel-fused-matmul", "kernel", plain(_kernel_matmul), 4_000_000, cpu_max_n=64 * 80,
+                applies=lambda c: softmax_case(c) and finite_logits(c)),  # fmt: skip
+        Variant("kernel-tile-cdf-prototype", "kernel", plain(_kernel_tile_cdf), 2_000_000, cpu_max_n=64 * 32,
+                applies=lambda c: softmax_case(c) and sampled_temperature(c)),  # fmt: skip
         *topk_variants(),
     ]
     if _hopper():
-        out.append(Variant("kernel-tile-cdf-fused", "kernel", _kernel_tile_cdf_fused, 4_000_000,
-                           applies=lambda c: finite_logits(c) and sampled_temperature(c)))  # fmt: skip
+        out.append(Variant("kernel-tile-cdf-fused", "kernel", plain(_kernel_tile_cdf_fused), 4_000_000,
+                           applies=lambda c: softmax_case(c) and finite_logits(c) and sampled_temperature(c)))
     for name, module, attr, budget in (
         ("grouped-parallel", "flashsampling.grouped", "grouped_sampler_np", 60_000_000),
         ("online", "flashsampling.online", "online_sampler_np", 60_000_000),
@@ -281,5 +299,5 @@ def registry() -> list[Variant]:
     ):
         fn = _optional(module, attr)
         if fn is not None:
-            out.append(Variant(name, "twin", fn, budget, max_vocab=8192))
+            out.append(Variant(name, "twin", plain(fn), budget, max_vocab=8192, applies=softmax_case))
     return out
