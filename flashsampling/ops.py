@@ -42,10 +42,10 @@ import numbers
 import torch
 
 import flashsampling
+from flashsampling._validate import check_seed
 
 __all__ = ["sample", "sample_from_logits"]
 
-_MASK64 = (1 << 64) - 1
 
 
 @torch.library.custom_op("flashsampling::sample", mutates_args=())
@@ -197,12 +197,10 @@ def _seed_tensor(seed) -> torch.Tensor:
 
 
 def _checked_seed(seed: torch.Tensor, device: torch.device, host_checks: bool) -> torch.Tensor | int:
-    """The op's seed for the sampler: the tensor itself when it is on ``device`` (a device seed, loaded by the
-    kernel), else its value read on the host as an int in ``[0, 2**64)``.  During CUDA-graph capture only a device
-    seed with ``host_checks=False`` is accepted (anything read on the host would be frozen into the graph)."""
-    if seed.dim() != 0 or seed.dtype != torch.int64:
-        raise TypeError(f"seed must be a 0-dim torch.int64 tensor, got dtype={seed.dtype} and shape "
-                        f"{tuple(seed.shape)}")
+    """The op's seed for the sampler (:func:`flashsampling._validate.check_seed`): the tensor itself when it is on
+    ``device`` (a device seed, loaded by the kernel), else its value read on the host as an int in ``[0, 2**64)``.
+    During CUDA-graph capture only a device seed with ``host_checks=False`` is accepted (anything read on the host
+    would be frozen into the graph)."""
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         if host_checks:
             raise ValueError("host_checks=True reads the kernels' flags on the host, which CUDA-graph capture "
@@ -210,9 +208,7 @@ def _checked_seed(seed: torch.Tensor, device: torch.device, host_checks: bool) -
         if seed.device != device:
             raise ValueError(f"seed is on {seed.device}: during CUDA-graph capture the seed must be a tensor on "
                              f"{device}, which the kernel loads at every replay (a host seed would be frozen)")
-    if seed.device == device:
-        return seed
-    return int(seed.item()) & _MASK64
+    return check_seed(seed, device)
 
 
 def _check_num_samples(num_samples) -> int:
