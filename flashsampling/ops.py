@@ -47,7 +47,6 @@ from flashsampling._validate import check_seed
 __all__ = ["sample", "sample_from_logits"]
 
 
-
 @torch.library.custom_op("flashsampling::sample", mutates_args=())
 def _sample_op(
     hidden: torch.Tensor,
