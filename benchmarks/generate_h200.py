@@ -44,8 +44,16 @@ def build(name: str):
 
     family, V, D, layers, heads, kv, mlp, tied = MODELS[name]
     cls, model_cls = (Qwen2Config, Qwen2ForCausalLM) if family == "qwen2" else (LlamaConfig, LlamaForCausalLM)
-    cfg = cls(vocab_size=V, hidden_size=D, num_hidden_layers=layers, num_attention_heads=heads,
-              num_key_value_heads=kv, intermediate_size=mlp, tie_word_embeddings=tied, max_position_embeddings=4096)
+    cfg = cls(
+        vocab_size=V,
+        hidden_size=D,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        intermediate_size=mlp,
+        tie_word_embeddings=tied,
+        max_position_embeddings=4096,
+    )
     torch.manual_seed(0)
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)
@@ -79,8 +87,9 @@ def measure(model, ids: torch.Tensor, N: int, T: float, rounds: int) -> dict:
     real = fs_transformers.flashsampling
 
     def hf():
-        model.generate(ids, do_sample=True, temperature=T, top_k=0, top_p=1.0, max_new_tokens=N, min_new_tokens=N,
-                       pad_token_id=0)
+        model.generate(
+            ids, do_sample=True, temperature=T, top_k=0, top_p=1.0, max_new_tokens=N, min_new_tokens=N, pad_token_id=0
+        )
 
     def fused():
         fs_transformers.generate(model, ids, max_new_tokens=N, temperature=T, seed=1234, eos_token_id=[])
@@ -115,8 +124,15 @@ def main() -> None:
     args = ap.parse_args()
     import transformers
 
-    out = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "transformers": transformers.__version__,
-           "prompt": args.prompt, "new_tokens": args.new_tokens, "temperature": args.temperature, "rows": {}}
+    out = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "prompt": args.prompt,
+        "new_tokens": args.new_tokens,
+        "temperature": args.temperature,
+        "rows": {},
+    }
     N = args.new_tokens
     for name in args.models.split(","):
         t0 = time.perf_counter()

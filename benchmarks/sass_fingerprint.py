@@ -101,8 +101,11 @@ def kernels() -> dict:
                      "EPILOGUE_V": t.epilogue_v}  # fmt: skip
             name = f"triton-stage1-b{B}" + ("" if noise else "-no-noise")
             out[name] = lambda t=t, c=const: compile_triton(
-                stage1.fused_stage1_kernel, ints(stage1.fused_stage1_kernel), c, {"num_warps": t.num_warps,
-                                                                                "num_stages": t.num_stages})
+                stage1.fused_stage1_kernel,
+                ints(stage1.fused_stage1_kernel),
+                c,
+                {"num_warps": t.num_warps, "num_stages": t.num_stages},
+            )
     for B in (128, 256):  # the persistent TMA kernel: several samples or log-masses at B > 64
         t = default_tiles(B, 151936, 4096, 2)
         for lse in (False, True):
@@ -113,16 +116,23 @@ def kernels() -> dict:
             descs = {"h_desc": f"tensordesc<bf16[{t.block_b}, {t.block_d}]>",
                      "w_desc": f"tensordesc<bf16[{t.block_v}, {t.block_d}]>"}  # fmt: skip
             out[f"triton-persistent-b{B}" + ("-lse" if lse else "")] = lambda t=t, c=const, d=descs: compile_triton(
-                persistent.fused_persistent_kernel, ints(persistent.fused_persistent_kernel, **d), c,
-                {"num_warps": t.num_warps, "num_stages": t.num_stages})
+                persistent.fused_persistent_kernel,
+                ints(persistent.fused_persistent_kernel, **d),
+                c,
+                {"num_warps": t.num_warps, "num_stages": t.num_stages},
+            )
     for lse in (False, True):
         const = {"stride_zv": 1, "BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, "N_ROUNDS": 10, "RETURN_LSE": lse,
                  "PAIRED": True, "NOISE": True}  # fmt: skip
         out["triton-logits" + ("-lse" if lse else "")] = lambda c=const: compile_triton(
-            stage1.logits_stage1_kernel, ints(stage1.logits_stage1_kernel), c, {"num_warps": 4})
+            stage1.logits_stage1_kernel, ints(stage1.logits_stage1_kernel), c, {"num_warps": 4}
+        )
     out["triton-reduce"] = lambda: compile_triton(
-        stage2.reduce_tiles_kernel, ints(stage2.reduce_tiles_kernel, token_ptr="*i64", row_flag_ptr="*i32"),
-        {"BLOCK_SIZE_T": 1024}, {"num_warps": 4})
+        stage2.reduce_tiles_kernel,
+        ints(stage2.reduce_tiles_kernel, token_ptr="*i64", row_flag_ptr="*i32"),
+        {"BLOCK_SIZE_T": 1024},
+        {"num_warps": 4},
+    )
     out["triton-temperature"] = lambda: compile_triton(
         temperature.inverse_temperature_kernel, ints(temperature.inverse_temperature_kernel, t_ptr="*fp32",
                                                      inv_ptr="*fp32"),
@@ -158,18 +168,24 @@ def topk_kernels() -> dict:
             const = {"stride_hd": 1, "stride_wd": 1, "WIDE_K": False, **t.matmul_constants(False),
                      **epilogue(nc or t.block_v, full)}  # fmt: skip
             name = f"triton-topk-stage1-b{B}-" + (f"nc{nc}" if nc else "all") + ("-full" if full else "")
-            out[name] = lambda t=t, c=const: compile_triton(topk.topk_stage1_kernel, ints(topk.topk_stage1_kernel), c,
-                                                            {"num_warps": t.num_warps, "num_stages": t.num_stages})
+            out[name] = lambda t=t, c=const: compile_triton(
+                topk.topk_stage1_kernel,
+                ints(topk.topk_stage1_kernel),
+                c,
+                {"num_warps": t.num_warps, "num_stages": t.num_stages},
+            )
     for nc in (64, 1024):
         const = {"stride_zv": 1, "BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, **epilogue(nc, False)}
         out[f"triton-topk-logits-nc{nc}"] = lambda c=const: compile_triton(
-            topk.topk_logits_stage1_kernel, ints(topk.topk_logits_stage1_kernel), c, {"num_warps": 4})
+            topk.topk_logits_stage1_kernel, ints(topk.topk_logits_stage1_kernel), c, {"num_warps": 4}
+        )
     for K in (1, 64, 1024):
         for draw in (True, False):
             const = {"BLOCK_R": 1, "K": K, "CHUNK": max(K, topk.MERGE_CHUNK), "BLOCK_T": 1024, "N_ROUNDS": 10,
                      "NOISE": True, "DRAW": draw}  # fmt: skip
             out[f"triton-topk-merge-k{K}" + ("" if draw else "-split")] = lambda c=const, K=K: compile_triton(
-                topk.topk_merge_kernel, ints(topk.topk_merge_kernel), c, {"num_warps": topk.merge_warps(K)})
+                topk.topk_merge_kernel, ints(topk.topk_merge_kernel), c, {"num_warps": topk.merge_warps(K)}
+            )
     return out
 
 

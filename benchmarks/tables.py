@@ -97,8 +97,17 @@ def render(data: dict) -> dict[str, str]:
     ]
     for r in data["rows"]:
         if (r["V"], r["D"]) == TABLE_SHAPE and r["B"] in TABLE_B:
-            cells = [r["floor_ms"], r["matmul_ms"], r["fused_ms"], r["fused_graph_ms"], r["fused_tile_cdf_ms"],
-                     r["flashinfer_ms"], r["gumbel_compiled_ms"], r["exponential_race_ms"], r["multinomial_ms"]]
+            cells = [
+                r["floor_ms"],
+                r["matmul_ms"],
+                r["fused_ms"],
+                r["fused_graph_ms"],
+                r["fused_tile_cdf_ms"],
+                r["flashinfer_ms"],
+                r["gumbel_compiled_ms"],
+                r["exponential_race_ms"],
+                r["multinomial_ms"],
+            ]
             text = [f"{c:.3f}" for c in cells]
             text[2] = f"**{text[2]}**"
             lines.append(f"| {r['B']} | " + " | ".join(text) + " |")

@@ -29,9 +29,18 @@ DEVICE = torch.device("cpu" if flashsampling.INTERPRET else "cuda")
 def tiny_model(model_type: str, seed: int = 0) -> transformers.PreTrainedModel:
     """A 2-layer causal LM of ``model_type`` (vocabulary 256, hidden size 64) with seeded random weights."""
     config = transformers.AutoConfig.for_model(
-        model_type, vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, initializer_range=0.3,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        model_type,
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        initializer_range=0.3,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
     )
     torch.manual_seed(seed)
     return transformers.AutoModelForCausalLM.from_config(config).eval().to(DEVICE)
@@ -50,19 +59,29 @@ def main(argv: list[str] | None = None) -> torch.Tensor:
     attention_mask = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]], device=DEVICE)
 
     start = time.perf_counter()
-    tokens = generate(model, input_ids, attention_mask=attention_mask, max_new_tokens=args.max_new_tokens,
-                      temperature=args.temperature, seed=args.seed)
+    tokens = generate(
+        model,
+        input_ids,
+        attention_mask=attention_mask,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+    )
     seconds = time.perf_counter() - start
     for row, ids in enumerate(tokens.tolist()):
         print(f"row {row}: prompt {ids[:5]} -> {ids[5:]}")
     kernels = "interpreted" if flashsampling.INTERPRET else "compiled"
-    print(f"{tokens.shape[1] - 5} tokens per row in {seconds:.2f} s ({kernels} kernels), "
-          f"temperature={args.temperature}, seed={args.seed}")
+    print(
+        f"{tokens.shape[1] - 5} tokens per row in {seconds:.2f} s ({kernels} kernels), "
+        f"temperature={args.temperature}, seed={args.seed}"
+    )
 
-    greedy = generate(model, input_ids, attention_mask=attention_mask, max_new_tokens=args.max_new_tokens,
-                      temperature=0.0)
-    expected = model.generate(input_ids, attention_mask=attention_mask, do_sample=False,
-                              max_new_tokens=args.max_new_tokens)
+    greedy = generate(
+        model, input_ids, attention_mask=attention_mask, max_new_tokens=args.max_new_tokens, temperature=0.0
+    )
+    expected = model.generate(
+        input_ids, attention_mask=attention_mask, do_sample=False, max_new_tokens=args.max_new_tokens
+    )
     print(f"greedy equals model.generate(do_sample=False): {torch.equal(greedy, expected)}")
     return tokens
 

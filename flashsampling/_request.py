@@ -106,8 +106,9 @@ class Request:
         tiles)``, the candidates of :func:`~flashsampling.kernels.stage1.launch_fused_stage1` and the tiles used
         (``tiles``, else :func:`~flashsampling.kernels.tiles.stage1_tiles` for this call's needs)."""
         S = self.num_samples
-        tiles = check.check_tiles(tiles) or stage1_tiles(hidden, weight, S, return_lse=return_lse,
-                                                         col_offset=col_offset, device_seed=self.device_seed)
+        tiles = check.check_tiles(tiles) or stage1_tiles(
+            hidden, weight, S, return_lse=return_lse, col_offset=col_offset, device_seed=self.device_seed
+        )
         lo, hi = self.seed_words
         parts = launch_fused_stage1(hidden, weight, self.inv_temp, lo, hi, S, tiles, col_offset=col_offset,
                                     return_lse=return_lse, noise=self.noise)  # fmt: skip

@@ -234,7 +234,7 @@ def check_requests(table: list[list[int]], rank: int, error: BaseException | Non
     if rejected:
         if error is not None:
             raise error
-        quoted = "; ".join(f"rank {r}: {_decode_message(table[r][len(HEADER_FIELDS):])}" for r in rejected)
+        quoted = "; ".join(f"rank {r}: {_decode_message(table[r][len(HEADER_FIELDS) :])}" for r in rejected)
         raise ValueError(f"rank(s) {', '.join(map(str, rejected))} rejected their arguments ({quoted}); every rank "
                          "raises")  # fmt: skip
     for field, label in _AGREED:

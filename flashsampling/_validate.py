@@ -163,8 +163,10 @@ def check_seed(seed, device: torch.device | None = None) -> int | torch.Tensor:
     host."""
     if device is not None and isinstance(seed, torch.Tensor):
         if seed.dim() != 0 or seed.dtype != torch.int64:
-            raise TypeError(f"a tensor seed must be a 0-dim torch.int64 tensor, got dtype={seed.dtype} and shape "
-                            f"{tuple(seed.shape)}")
+            raise TypeError(
+                f"a tensor seed must be a 0-dim torch.int64 tensor, got dtype={seed.dtype} and shape "
+                f"{tuple(seed.shape)}"
+            )
         if seed.device == device:
             return seed
         if seed.device.type != "cpu":

@@ -135,8 +135,15 @@ def sample(
         device, or ``host_checks=True``.
     """
     temperature, temperature_value = _split_temperature(temperature)
-    return _sample_op(hidden, weight, temperature, temperature_value, _seed_tensor(seed),
-                      _check_num_samples(num_samples), _check_bool("host_checks", host_checks))
+    return _sample_op(
+        hidden,
+        weight,
+        temperature,
+        temperature_value,
+        _seed_tensor(seed),
+        _check_num_samples(num_samples),
+        _check_bool("host_checks", host_checks),
+    )
 
 
 def sample_from_logits(
@@ -163,8 +170,14 @@ def sample_from_logits(
     torch.Tensor, int64, shape (B, num_samples)
     """
     temperature, temperature_value = _split_temperature(temperature)
-    return _sample_from_logits_op(logits, temperature, temperature_value, _seed_tensor(seed),
-                                  _check_num_samples(num_samples), _check_bool("host_checks", host_checks))
+    return _sample_from_logits_op(
+        logits,
+        temperature,
+        temperature_value,
+        _seed_tensor(seed),
+        _check_num_samples(num_samples),
+        _check_bool("host_checks", host_checks),
+    )
 
 
 def _split_temperature(temperature) -> tuple[torch.Tensor | None, float]:
@@ -180,8 +193,10 @@ def _seed_tensor(seed) -> torch.Tensor:
     """The op's seed: a 0-dim int64 tensor whose two's-complement bits are the 64-bit seed."""
     if isinstance(seed, torch.Tensor):
         if seed.dim() != 0 or seed.dtype != torch.int64:
-            raise TypeError(f"a tensor seed must be a 0-dim torch.int64 tensor, got dtype={seed.dtype} and shape "
-                            f"{tuple(seed.shape)}")
+            raise TypeError(
+                f"a tensor seed must be a 0-dim torch.int64 tensor, got dtype={seed.dtype} and shape "
+                f"{tuple(seed.shape)}"
+            )
         return seed
     if seed is None:
         # The draw of flashsampling.sample(seed=None): two 32-bit words from torch's default CPU generator.
@@ -202,11 +217,15 @@ def _checked_seed(seed: torch.Tensor, device: torch.device, host_checks: bool) -
     would be frozen into the graph)."""
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         if host_checks:
-            raise ValueError("host_checks=True reads the kernels' flags on the host, which CUDA-graph capture "
-                             "forbids: pass host_checks=False in a captured step")
+            raise ValueError(
+                "host_checks=True reads the kernels' flags on the host, which CUDA-graph capture "
+                "forbids: pass host_checks=False in a captured step"
+            )
         if seed.device != device:
-            raise ValueError(f"seed is on {seed.device}: during CUDA-graph capture the seed must be a tensor on "
-                             f"{device}, which the kernel loads at every replay (a host seed would be frozen)")
+            raise ValueError(
+                f"seed is on {seed.device}: during CUDA-graph capture the seed must be a tensor on "
+                f"{device}, which the kernel loads at every replay (a host seed would be frozen)"
+            )
     return check_seed(seed, device)
 
 
@@ -230,5 +249,7 @@ def _check_2d(**tensors: torch.Tensor) -> None:
         if t.dim() != 2:
             raise ValueError(f"{name} must have 2 dimensions, got shape {tuple(t.shape)}")
     if "hidden" in tensors and tensors["hidden"].shape[1] != tensors["weight"].shape[1]:
-        raise ValueError(f"hidden has D={tensors['hidden'].shape[1]} columns but weight has "
-                         f"D={tensors['weight'].shape[1]}; shapes are (B, D) and (V, D)")
+        raise ValueError(
+            f"hidden has D={tensors['hidden'].shape[1]} columns but weight has "
+            f"D={tensors['weight'].shape[1]}; shapes are (B, D) and (V, D)"
+        )

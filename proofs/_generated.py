@@ -243,6 +243,7 @@ def render_top_readme(res: dict) -> dict[str, str]:
     """The finite-precision bullet of the top-level README's "Measured" list."""
     fs, fn, sl = res["float32_scores"], res["float32_noise"], res["second_level"]
     comb = {c["a"]: c for c in fs["combined"]}
+
     def short(x: float) -> str:
         mant, exp = f"{x:.1e}".split("e")
         return f"{mant}e{int(exp)}"

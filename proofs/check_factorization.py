@@ -470,11 +470,15 @@ def render(res: dict) -> dict[str, str]:
     rows = []
     for r in res["enumerated"]:
         logits = ", ".join("-\\infty" if x == -math.inf else f"{x:g}" for x in r["logits"])
-        rows.append((f"`enumerated_laws`, {r['rule']}: logits $({logits})$, sizes {tuple(r['sizes'])}, 3-bit grid, "
-                     f"{thousands(r['samples'])} samples",
-                     holds(r["equal"], "shipped law = the proof's law, exactly", "**laws differ**")
-                     + f" (closest comparison to a tie ${sci(r['margin'])}$); TV to softmax "
-                     f"${sci(r['tv_to_softmax'])} \\le {sci(r['tv_bound'])}$"))
+        rows.append(
+            (
+                f"`enumerated_laws`, {r['rule']}: logits $({logits})$, sizes {tuple(r['sizes'])}, 3-bit grid, "
+                f"{thousands(r['samples'])} samples",
+                holds(r["equal"], "shipped law = the proof's law, exactly", "**laws differ**")
+                + f" (closest comparison to a tie ${sci(r['margin'])}$); TV to softmax "
+                f"${sci(r['tv_to_softmax'])} \\le {sci(r['tv_bound'])}$",
+            )
+        )
     count = {rule: sum(r["rule"] == rule for r in res["enumerated"]) for rule in ("grouped", "online")}
 
     def rule_of(name):
@@ -484,17 +488,32 @@ def render(res: dict) -> dict[str, str]:
                         for k, v in res["planted_cases_differing"].items())  # fmt: skip
     rows.append(("the same, with a planted defect in the shipped module", f"laws differ: {planted}"))
     pv = res["pvalues"]
-    rows.append(("`grouped_twin_pvalues`: shipped `grouped_sampler_np` with its Philox noise, 40 000 samples, "
-                 "chi-square",
-                 "; ".join(f"{k}: ${p_eq(v)}$" for k, v in pv.items())))
-    rows.append(("`identity_trials` (identity): the formulas of Theorem 1, Lemma 2, Theorem 3, Corollary 4 in exact "
-                 "rationals over 300 random weights, groups, chunkings, merge trees",
-                 f"{res['identity_trials_wrong']} laws differ from $w_i/W$"))
-    rows.append((f"`symbolic_online(n)` (identity), $n = {', '.join(res['symbolic_online'])}$ chunks, symbolic masses",
-                 holds(all(res["symbolic_online"].values()), "the product formula simplifies to $w/W$")))
-    rows.append(("`reused_noise_counterexample` (closed form): 4 equal logits, groups $\\{0,1\\},\\{2,3\\}$, group "
-                 "noise = token noise", f"$P(\\text{{token }} 0) = {res['reused_noise'][0]:g}$ instead of "
-                 f"${res['reused_noise'][1]:g}$"))
+    rows.append(
+        (
+            "`grouped_twin_pvalues`: shipped `grouped_sampler_np` with its Philox noise, 40 000 samples, chi-square",
+            "; ".join(f"{k}: ${p_eq(v)}$" for k, v in pv.items()),
+        )
+    )
+    rows.append(
+        (
+            "`identity_trials` (identity): the formulas of Theorem 1, Lemma 2, Theorem 3, Corollary 4 in exact "
+            "rationals over 300 random weights, groups, chunkings, merge trees",
+            f"{res['identity_trials_wrong']} laws differ from $w_i/W$",
+        )
+    )
+    rows.append(
+        (
+            f"`symbolic_online(n)` (identity), $n = {', '.join(res['symbolic_online'])}$ chunks, symbolic masses",
+            holds(all(res["symbolic_online"].values()), "the product formula simplifies to $w/W$"),
+        )
+    )
+    rows.append(
+        (
+            "`reused_noise_counterexample` (closed form): 4 equal logits, groups $\\{0,1\\},\\{2,3\\}$, group "
+            "noise = token noise",
+            f"$P(\\text{{token }} 0) = {res['reused_noise'][0]:g}$ instead of ${res['reused_noise'][1]:g}$",
+        )
+    )
     return {"table": md_table(rows)}  # fmt: skip
 
 
@@ -509,8 +528,9 @@ def main(argv: list[str] | None = None) -> int:
     print("shipped grouped_sampler_np (Philox noise), 40000 samples, chi-square p:",
           {k: f"{v:.3g}" for k, v in res["pvalues"].items()})  # fmt: skip
     print(f"identities: {res['identity_trials_wrong']} wrong in 300 random cases; symbolic: {res['symbolic_online']}")
-    print(f"reused token noise, 4 equal logits: P(token 0) = {res['reused_noise'][0]} instead of "
-          f"{res['reused_noise'][1]}")
+    print(
+        f"reused token noise, 4 equal logits: P(token 0) = {res['reused_noise'][0]} instead of {res['reused_noise'][1]}"
+    )
     if "--write" in argv:
         from proofs import _generated as gen
 

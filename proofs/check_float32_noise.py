@@ -696,8 +696,9 @@ def verdicts(res: dict) -> dict[str, bool]:
                                          for r in res["spot"].values())}  # fmt: skip
     if "exhaustive" in res:
         ex = res["exhaustive"]
-        v["(6.1) over every grid point"] = ex["grid_points"] == 2**64 and ex["e_ulp_max"] <= E_ULP_BOUND and (
-            ex["g_ratio_max"] <= 1.0)
+        v["(6.1) over every grid point"] = (
+            ex["grid_points"] == 2**64 and ex["e_ulp_max"] <= E_ULP_BOUND and (ex["g_ratio_max"] <= 1.0)
+        )
     return v
 
 
@@ -708,22 +709,31 @@ def render(res: dict) -> dict[str, str]:
     sp = res["spot"]
     m = res["local_mean"]
     rows = [
-        ("exhaustive scan (`exhaustive_scan`): every grid point $k$, both branches, by classes of equal float32 $x$ "
-         f"({thousands(ex['classes'])} classes; {ex['seconds'] / 60:.0f} min on two shared cores)",
-         f"$\\max\\lvert\\Delta E\\rvert = {ex['e_ulp_max']:.3f}$ ulp$(E)$; "
-         f"$\\max \\lvert\\Delta G\\rvert / (2^{{-22}}(1 + \\lvert G\\rvert)) = {ex['g_ratio_max']:.3f}$; "
-         f"$E$ not monotone in $U$ at {thousands(ex['inversions'])} class boundaries"),
-        ("spot checks: 4 000 000 uniform, 4 000 000 log-uniform and "
-         f"{sp['adversarial']['n']} adversarial patterns (also run by `--kernel` on the GPU's noise)",
-         f"$\\lvert\\Delta E\\rvert \\le {max(r['e_ulp_max'] for r in sp.values()):.2f}$ ulp; "
-         f"ratio $\\le {max(r['g_ratio_max'] for r in sp.values()):.2f}$"),
+        (
+            "exhaustive scan (`exhaustive_scan`): every grid point $k$, both branches, by classes of equal float32 $x$ "
+            f"({thousands(ex['classes'])} classes; {ex['seconds'] / 60:.0f} min on two shared cores)",
+            f"$\\max\\lvert\\Delta E\\rvert = {ex['e_ulp_max']:.3f}$ ulp$(E)$; "
+            f"$\\max \\lvert\\Delta G\\rvert / (2^{{-22}}(1 + \\lvert G\\rvert)) = {ex['g_ratio_max']:.3f}$; "
+            f"$E$ not monotone in $U$ at {thousands(ex['inversions'])} class boundaries",
+        ),
+        (
+            "spot checks: 4 000 000 uniform, 4 000 000 log-uniform and "
+            f"{sp['adversarial']['n']} adversarial patterns (also run by `--kernel` on the GPU's noise)",
+            f"$\\lvert\\Delta E\\rvert \\le {max(r['e_ulp_max'] for r in sp.values()):.2f}$ ulp; "
+            f"ratio $\\le {max(r['g_ratio_max'] for r in sp.values()):.2f}$",
+        ),
         ("extremes $k = 0$, $2^{64} - 1$", f"$G = {res['extremes'][0]:.6f}$ and ${res['extremes'][1]:.6f}$"),
-        ("`x_rounding_bias`: mean error of $x$ in ulp, binades "
-         + ", ".join(f"$2^{{-{e}}}$" for e in res["x_bias"]["shipped"]),
-         "shipped: " + ", ".join(f"{v:+.4f}" for v in res["x_bias"]["shipped"].values()) + "; the earlier "
-         "truncating construction: " + ", ".join(f"{v:+.4f}" for v in res["x_bias"]["truncating"].values())),
-        ("first-order TV, eq. (6.4), with the exhaustive $m(g)$, two-level logits ($n \\in \\{1, 16, 2^{10}, "
-         "2^{18}\\}$, gaps 0 to 20)", f"${sci(fo['tv'])}$ at $n = {fo['n_tail']}$, gap {fo['gap']:g}"),
+        (
+            "`x_rounding_bias`: mean error of $x$ in ulp, binades "
+            + ", ".join(f"$2^{{-{e}}}$" for e in res["x_bias"]["shipped"]),
+            "shipped: " + ", ".join(f"{v:+.4f}" for v in res["x_bias"]["shipped"].values()) + "; the earlier "
+            "truncating construction: " + ", ".join(f"{v:+.4f}" for v in res["x_bias"]["truncating"].values()),
+        ),
+        (
+            "first-order TV, eq. (6.4), with the exhaustive $m(g)$, two-level logits ($n \\in \\{1, 16, 2^{10}, "
+            "2^{18}\\}$, gaps 0 to 20)",
+            f"${sci(fo['tv'])}$ at $n = {fo['n_tail']}$, gap {fo['gap']:g}",
+        ),
     ]
     mean_table = md_table([["$m(g)$"] + [f"${sci(v)}$" for v in m.values()]],
                           header=["$g$"] + [f"${float(g):g}$" for g in m])  # fmt: skip

@@ -171,8 +171,9 @@ def rounded_grid_law(mu, bits: int, edges: np.ndarray, theta: float = 0.5) -> np
     return (hit / hit.sum(axis=0)).sum(axis=1) / stack.shape[1]
 
 
-def hybrid_rounding_trials(cases=((0.0, -1.0), (0.0, -0.3, -2.0), (0.0, 0.0, -1.1)), bits: int = 6,
-                           hs=(2.0**-2, 2.0**-4), theta: float = 0.5) -> list[dict]:
+def hybrid_rounding_trials(
+    cases=((0.0, -1.0), (0.0, -0.3, -2.0), (0.0, 0.0, -1.1)), bits: int = 6, hs=(2.0**-2, 2.0**-4), theta: float = 0.5
+) -> list[dict]:
     """Theorem 2b with rounding, and Theorem 7's two terms, on exact laws: for uniform buckets of width ``h`` (offset
     irrational), ``TV(rounded grid, rounded continuous) <= 2 max(theta, 1 - theta) V / M`` and
     ``TV(rounded grid, softmax) <= V / M + (5.1)``."""
@@ -361,22 +362,40 @@ def render(res: dict) -> dict[str, str]:
     ratios = {}
     for r in res["rounding"]:
         ratios.setdefault(tuple(r["logits"]), []).append(r["ratio"])
+
     def span(v):
         lo, hi = f"{min(v):.4f}", f"{max(v):.4f}"
         return lo if lo == hi else f"{lo}-{hi}"
 
-    t_round = md_table([["$(" + ", ".join(f"{x:g}" for x in k) + ")$", span(v)] for k, v in ratios.items()],
-                       header=["logits", "TV / $h^2$, every $h = 2^{-4}, 2^{-6}, 2^{-8}, 2^{-10}$"])
+    t_round = md_table(
+        [["$(" + ", ".join(f"{x:g}" for x in k) + ")$", span(v)] for k, v in ratios.items()],
+        header=["logits", "TV / $h^2$, every $h = 2^{-4}, 2^{-6}, 2^{-8}, 2^{-10}$"],
+    )
     hy = res["hybrid"]
-    t_hybrid = md_table([["$(" + ", ".join(f"{x:g}" for x in r["logits"]) + ")$", f"$2^{{{int(math.log2(r['h']))}}}$",
-                          f"${sci(r['tv_grid_cont'])} \\le {sci(r['bound_grid_cont'])}$",
-                          f"${sci(r['tv_grid_softmax'])} \\le {sci(r['bound_combined'])}$"] for r in hy],
-                        header=["logits", "bucket $h$", "TV(rounded grid, rounded continuous) $\\le V'/M$",
-                                "TV(rounded grid, softmax) $\\le V'/M$ + (5.1)"])
-    t_comb = md_table([[f"$2^{{{c['a']}}} - 64$", f"$2^{{{c['a'] - 24}}}$", f"${sci(c['rounding'])}$",
-                        f"${sci(c['total'])}$"] for c in res["combined"]],
-                      header=["$\\lvert\\max_i \\mu_i\\rvert \\le$", "$h$", "rounding term (5.1)",
-                              "Theorem 7, $V' = 2^{18}$"])
+    t_hybrid = md_table(
+        [
+            [
+                "$(" + ", ".join(f"{x:g}" for x in r["logits"]) + ")$",
+                f"$2^{{{int(math.log2(r['h']))}}}$",
+                f"${sci(r['tv_grid_cont'])} \\le {sci(r['bound_grid_cont'])}$",
+                f"${sci(r['tv_grid_softmax'])} \\le {sci(r['bound_combined'])}$",
+            ]
+            for r in hy
+        ],
+        header=[
+            "logits",
+            "bucket $h$",
+            "TV(rounded grid, rounded continuous) $\\le V'/M$",
+            "TV(rounded grid, softmax) $\\le V'/M$ + (5.1)",
+        ],
+    )
+    t_comb = md_table(
+        [
+            [f"$2^{{{c['a']}}} - 64$", f"$2^{{{c['a'] - 24}}}$", f"${sci(c['rounding'])}$", f"${sci(c['total'])}$"]
+            for c in res["combined"]
+        ],
+        header=["$\\lvert\\max_i \\mu_i\\rvert \\le$", "$h$", "rounding term (5.1)", "Theorem 7, $V' = 2^{18}$"],
+    )
     fp, tm = res["fp32_logits"], res["temperature"]
     t_logits = md_table([
         [f"fp32 accumulation, bf16 inputs, $D = {fp['1.0']['d']}$, $T = 1$",
@@ -389,9 +408,11 @@ def render(res: dict) -> dict[str, str]:
          f"{res['lemma5']['extremal']:.9f} in the equality cases"],
     ])  # fmt: skip
     c = {x["a"]: x for x in res["combined"]}
-    headline = (f"${sci(c[7]['total'])}$ in all while $\\lvert\\max\\mu\\rvert \\le 64$, ${sci(c[10]['total'])}$ "
-                f"up to $2^{{10}}$, ${sci(c[20]['total'])}$ up to $2^{{20}}$, and ${sci(c[21]['total'])}$ once the top "
-                "score reaches $2^{20}$ (spacing $2^{-3}$).")
+    headline = (
+        f"${sci(c[7]['total'])}$ in all while $\\lvert\\max\\mu\\rvert \\le 64$, ${sci(c[10]['total'])}$ "
+        f"up to $2^{{10}}$, ${sci(c[20]['total'])}$ up to $2^{{20}}$, and ${sci(c[21]['total'])}$ once the top "
+        "score reaches $2^{20}$ (spacing $2^{-3}$)."
+    )
     return {"rounding": t_round, "hybrid": t_hybrid, "combined": t_comb, "logits": t_logits, "headline": headline}
 
 
@@ -402,8 +423,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"logits={r['logits']}: h=2^{math.log2(r['h']):+.0f}: TV={r['tv']:.3e} TV/h^2={r['ratio']:.4f} "
               f"bound={r['bound']:.3e}")  # fmt: skip
     for p, r in res["float_grids"].items():
-        print(f"{p}-bit float grid (widest bucket h=2^{math.log2(r['h']):.0f}): TV={r['tv']:.3e} "
-              f"bound={r['bound']:.3e}")
+        print(
+            f"{p}-bit float grid (widest bucket h=2^{math.log2(r['h']):.0f}): TV={r['tv']:.3e} bound={r['bound']:.3e}"
+        )
     for r in res["hybrid"]:
         print(f"Theorem 2b with rounding: {r}")
     for c in res["combined"]:

@@ -456,11 +456,14 @@ def render(res: dict) -> dict[str, str]:
     bits = res["bits_scan"][str(BITS_LOGITS[0])]["bits"][::2]
     t_bits = md_table(rows, header=["logits"] + [f"$b = {b}$" for b in bits] + ["slope of $\\log_2$ TV"])
     gp = res["gap_profile"]
-    t_gap = md_table([
-        ["softmax tail mass"] + [f"${sci(r['softmax'])}$" for r in gp],
-        ["grid tail mass"] + [f"${sci(r['grid'])}$" if r["grid"] > 0 else "0" for r in gp],
-        ["TV in units of $V/2^{64}$"] + [f"{r['units']:.3f}" for r in gp],
-    ], header=["gap $\\Delta$ (nats)"] + [f"{r['gap']:g}" for r in gp])
+    t_gap = md_table(
+        [
+            ["softmax tail mass"] + [f"${sci(r['softmax'])}$" for r in gp],
+            ["grid tail mass"] + [f"${sci(r['grid'])}$" if r["grid"] > 0 else "0" for r in gp],
+            ["TV in units of $V/2^{64}$"] + [f"{r['units']:.3f}" for r in gp],
+        ],
+        header=["gap $\\Delta$ (nats)"] + [f"{r['gap']:g}" for r in gp],
+    )
     tv = res["tv_scan"]
     t_worst = md_table([[f"$2^{{{int(math.log2(int(n)))}}}$" if int(n) > 1 else "1", f"${sci(v[0], 3)}$",
                          f"{v[0] / ((int(n) + 1) / 2.0**64):.3f}", f"{v[1]:g}", f"${sci(v[3])}$"]
@@ -485,12 +488,18 @@ def render(res: dict) -> dict[str, str]:
                 "25 nats down", "40 nats down"])  # fmt: skip
     dev = res["deviations"]
     sc = res["small_caps"]
-    t_dev = md_table([[f"$b = {b}$", f"$[{sc[b][0]:.2f}, {sc[b][1]:.2f}]$", f"{sc[b][2]:.2f} nats"]
-                      + [f"${sci(x)}$" for x in d] for b, d in dev.items()],
-                     header=["grid", "noise range", "never wins below the top by"]
-                     + [f"token at ${x:g}$" for x in (0.0, -0.5, -2.0, -6.0, -9.0)])
-    t_worst += ("\n\nThe fast formula (3.1) against the enumeration (2.2) on grids of 4 to 10 bits: largest difference "
-                f"${sci(res['cross_check'])}$.")
+    t_dev = md_table(
+        [
+            [f"$b = {b}$", f"$[{sc[b][0]:.2f}, {sc[b][1]:.2f}]$", f"{sc[b][2]:.2f} nats"] + [f"${sci(x)}$" for x in d]
+            for b, d in dev.items()
+        ],
+        header=["grid", "noise range", "never wins below the top by"]
+        + [f"token at ${x:g}$" for x in (0.0, -0.5, -2.0, -6.0, -9.0)],
+    )
+    t_worst += (
+        "\n\nThe fast formula (3.1) against the enumeration (2.2) on grids of 4 to 10 bits: largest difference "
+        f"${sci(res['cross_check'])}$."
+    )
     return {"bits": t_bits, "deviations": t_dev, "gaps": t_gap, "worst": t_worst, "caps": t_caps}
 
 

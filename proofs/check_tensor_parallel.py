@@ -74,21 +74,29 @@ def _planted(name: str | None, rank: int):
     if name is None:
         return contextlib.nullcontext()
     if name == "group noise keyed by rank":
+
         def by_rank(L, m, k, i, ids, *a, **kw):  # noqa: E306
             return combine(L, m, k, i, torch.arange(ids.numel(), dtype=ids.dtype, device=ids.device), *a, **kw)
+
         return patch("launch_combine_groups", by_rank)
     if name == "token noise keyed by local index":
+
         def local(*a, col_offset=0, **kw):  # noqa: E306
             return stage1(*a, col_offset=0, **kw)
+
         return patch("launch_logits_stage1", local, request_mod)  # every rank's stage 1 runs through the request
     if name == "empty shard sends L = 0":
+
         def zero_mass(B_, S_, start, device):  # noqa: E306
             L, m, k, i, f = empty(B_, S_, start, device)
             return torch.zeros_like(L), m, k, i, f
+
         return patch("_empty_candidates", zero_mass)
     if name == "per-rank group seeds":
+
         def own_seed(L, m, k, i, ids, flags, inv, lo, hi, **kw):  # noqa: E306
             return combine(L, m, k, i, ids, flags, inv, (lo + rank) & 0xFFFFFFFF, hi, **kw)
+
         return patch("launch_combine_groups", own_seed)
     raise ValueError(f"unknown planted defect {name!r}")
 
@@ -170,8 +178,9 @@ def references(world: int) -> dict:
     zt, t = torch.from_numpy(z), torch.from_numpy(temps)
     return {
         "pathwise": sample_from_logits(zt, temperature=t, seed=SEED, num_samples=S),
-        "factorized": sample_grouped_from_logits(zt, temperature=t, seed=SEED, num_samples=S,
-                                                 group_sizes=LAYOUTS[world]),  # fmt: skip
+        "factorized": sample_grouped_from_logits(
+            zt, temperature=t, seed=SEED, num_samples=S, group_sizes=LAYOUTS[world]
+        ),  # fmt: skip
     }
 
 
@@ -233,16 +242,28 @@ def render(res: dict) -> dict[str, str]:
     for world, r in res["worlds"].items():
         checks = r["checks"]
         layout = ", ".join(str(x) for x in LAYOUTS[int(world)])
-        rows.append((f"`check_worlds`: world size {world} over gloo (spawned processes), shards $({layout})$, "
-                     f"{B} rows (one greedy with tied maxima, one of small mass), {S} samples, in rank order and "
-                     f"permuted", holds(all(checks.values()), "every rank returns the same tokens; pathwise = "
-                     "`sample_from_logits` and factorized = `sample_grouped_from_logits` (the shards as groups), bit "
-                     "for bit, in both layouts")))
+        rows.append(
+            (
+                f"`check_worlds`: world size {world} over gloo (spawned processes), shards $({layout})$, "
+                f"{B} rows (one greedy with tied maxima, one of small mass), {S} samples, in rank order and "
+                f"permuted",
+                holds(
+                    all(checks.values()),
+                    "every rank returns the same tokens; pathwise = "
+                    "`sample_from_logits` and factorized = `sample_grouped_from_logits` (the shards as groups), bit "
+                    "for bit, in both layouts",
+                ),
+            )
+        )
         for name, caught in r.get("planted_caught", {}).items():
             rows.append((f"planted in world {world}: {name}", holds(caught, "caught", "**not caught**")))
     p_local, p0 = res["local_keying"]
-    rows.append(("`local_keying_counterexample` (closed form of (P1)): logits $(0, -1)$, one token per rank",
-                 f"$P(\\text{{token }} 0) = {p_local:g}$ instead of ${p0:.4f}$"))
+    rows.append(
+        (
+            "`local_keying_counterexample` (closed form of (P1)): logits $(0, -1)$, one token per rank",
+            f"$P(\\text{{token }} 0) = {p_local:g}$ instead of ${p0:.4f}$",
+        )
+    )
     return {"table": md_table(rows)}  # fmt: skip
 
 

@@ -284,7 +284,6 @@ def verdicts(res: dict) -> dict[str, bool]:
     return out
 
 
-
 def collect(V: int = 151936) -> dict:
     res = run(V)
     res["exhaustive"] = {k: v for k, v in load_exp2_exhaustive().items() if k != "per_binade"}
@@ -352,8 +351,9 @@ def main(argv: list[str] | None = None) -> int:
             if what == "tv_bound":
                 continue
             bins = ", ".join(f"{k}: {v:.2g}" for k, v in r["rel_by_nats"].items())
-            print(f"  {what:26s} TV {r['tv']:.3g}  max rel (< {TAIL_NATS:g} nats) {r['max_rel_near_top']:.3g}  "
-                  f"[{bins}]")
+            print(
+                f"  {what:26s} TV {r['tv']:.3g}  max rel (< {TAIL_NATS:g} nats) {r['max_rel_near_top']:.3g}  [{bins}]"
+            )
     if args.write:
         from proofs import _generated as gen
 

@@ -171,13 +171,17 @@ def kernels() -> dict:
     out["stage1-logits"] = lambda: make_ir(stage1.logits_stage1_kernel, _signature(stage1.logits_stage1_kernel),
                                            {"BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, **epi})  # fmt: skip
     out["stage1-logits-device-seed"] = lambda: make_ir(
-        stage1.logits_stage1_kernel, _signature(stage1.logits_stage1_kernel, seed_lo="*i64"),
-        {"BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, **epi, "SEED_PTR": True})
+        stage1.logits_stage1_kernel,
+        _signature(stage1.logits_stage1_kernel, seed_lo="*i64"),
+        {"BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, **epi, "SEED_PTR": True},
+    )
     out["reduce-tiles"] = lambda: make_ir(stage2.reduce_tiles_kernel, _signature(stage2.reduce_tiles_kernel),
                                           {"BLOCK_SIZE_T": 1024})  # fmt: skip
     out["reduce-candidates"] = lambda: make_ir(
-        stage2.reduce_candidates_kernel, _signature(stage2.reduce_candidates_kernel),
-        {"BLOCK_SIZE_P": 16, "BLOCK_SIZE_T": 64, "RETURN_LSE": True})
+        stage2.reduce_candidates_kernel,
+        _signature(stage2.reduce_candidates_kernel),
+        {"BLOCK_SIZE_P": 16, "BLOCK_SIZE_T": 64, "RETURN_LSE": True},
+    )
     for pathwise in (True, False):
         out[f"combine-groups{'-pathwise' if pathwise else ''}"] = lambda p=pathwise: make_ir(
             stage2.combine_groups_kernel, _signature(stage2.combine_groups_kernel),
@@ -189,8 +193,10 @@ def kernels() -> dict:
                                          _signature(temperature.inverse_temperature_kernel, t_ptr="*fp64"),
                                          {"BLOCK": 256, "FLAG": 8})  # fmt: skip
     out["tile-cdf-stage1"] = lambda: make_ir(
-        tile_cdf_kernel.tile_cdf_stage1_kernel, _signature(tile_cdf_kernel.tile_cdf_stage1_kernel),
-        {"BLOCK_B": 4, "BLOCK_V": 256, "N_ROUNDS": 10})
+        tile_cdf_kernel.tile_cdf_stage1_kernel,
+        _signature(tile_cdf_kernel.tile_cdf_stage1_kernel),
+        {"BLOCK_B": 4, "BLOCK_V": 256, "N_ROUNDS": 10},
+    )
 
     keys = {"cand_ptr": "*i64", "out_ptr": "*i64", "k_ptr": "*i32"}
     topk_epi = {"NUM_CANDIDATES": 16, "FULL": True, "N_ROUNDS": 10, "PAIRED": True, "NOISE": True}
@@ -202,8 +208,10 @@ def kernels() -> dict:
                                          {"BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, **topk_epi})  # fmt: skip
     for draw in (True, False):
         out[f"topk-merge{'' if draw else '-split'}"] = lambda d=draw: make_ir(
-            topk.topk_merge_kernel, _signature(topk.topk_merge_kernel, **keys),
-            {"BLOCK_R": 1, "K": 64, "CHUNK": 1024, "BLOCK_T": 1024, "N_ROUNDS": 10, "NOISE": True, "DRAW": d})
+            topk.topk_merge_kernel,
+            _signature(topk.topk_merge_kernel, **keys),
+            {"BLOCK_R": 1, "K": 64, "CHUNK": 1024, "BLOCK_T": 1024, "N_ROUNDS": 10, "NOISE": True, "DRAW": d},
+        )
 
     def gluon() -> str:
         from triton.runtime.jit import mangle_type
@@ -219,8 +227,9 @@ def kernels() -> dict:
 
     if GLUON_RUNS:  # the Gluon kernel is written for one triton release (flashsampling.kernels.tiles.GLUON_TRITON)
         out["stage1-gluon"] = gluon
-    out["planted ks * stride (planted)"] = lambda: make_ir(planted_stride_product,
-                                                           _signature(planted_stride_product), {"BLOCK": 64})
+    out["planted ks * stride (planted)"] = lambda: make_ir(
+        planted_stride_product, _signature(planted_stride_product), {"BLOCK": 64}
+    )
     return out
 
 

@@ -98,5 +98,6 @@ def test_probe_compiles_for_sm90_without_spills(name, probes, tmp_path):
     if name == "mode-epilogue":
         return
     regs = REGISTERS.get(name, launch_registers(2))
-    assert_no_spills(tmp_path, ptx, regs, exact_registers=not name.startswith("coop"),
-                     known_spill_bytes=KNOWN_SPILLS.get(name, 0))
+    assert_no_spills(
+        tmp_path, ptx, regs, exact_registers=not name.startswith("coop"), known_spill_bytes=KNOWN_SPILLS.get(name, 0)
+    )

@@ -47,10 +47,14 @@ def test_device_seed_on_explicit_tiles_and_the_greedy_path(inputs):
     hidden, weight = inputs
     tiles = TileConfig(block_b=16, block_v=64, block_d=32, num_warps=4, num_stages=2)
     s = 2**40 + 1
-    assert torch.equal(flashsampling.sample(hidden, weight, seed=as_tensor(s), tiles=tiles),
-                       flashsampling.sample(hidden, weight, seed=s))
-    assert torch.equal(flashsampling.sample(hidden, weight, seed=as_tensor(s), temperature=0.0),
-                       flashsampling.sample(hidden, weight, seed=s, temperature=0.0))
+    assert torch.equal(
+        flashsampling.sample(hidden, weight, seed=as_tensor(s), tiles=tiles),
+        flashsampling.sample(hidden, weight, seed=s),
+    )
+    assert torch.equal(
+        flashsampling.sample(hidden, weight, seed=as_tensor(s), temperature=0.0),
+        flashsampling.sample(hidden, weight, seed=s, temperature=0.0),
+    )
 
 
 @pytest.mark.parametrize(
@@ -84,9 +88,10 @@ def test_captured_graph_replays_with_new_seeds(B):
     seed = torch.zeros((), dtype=torch.int64, device="cuda")
 
     def step():
-        return (ops.sample(hidden, weight, temperature=1.0, seed=seed, host_checks=False),
-                ops.sample_from_logits(hidden.float() @ weight.float().T, temperature=0.8, seed=seed,
-                                       host_checks=False))
+        return (
+            ops.sample(hidden, weight, temperature=1.0, seed=seed, host_checks=False),
+            ops.sample_from_logits(hidden.float() @ weight.float().T, temperature=0.8, seed=seed, host_checks=False),
+        )
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -101,8 +106,9 @@ def test_captured_graph_replays_with_new_seeds(B):
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(out[0], flashsampling.sample(hidden, weight, seed=s))
-        assert torch.equal(out[1], flashsampling.sample_from_logits(hidden.float() @ weight.float().T,
-                                                                    temperature=0.8, seed=s))
+        assert torch.equal(
+            out[1], flashsampling.sample_from_logits(hidden.float() @ weight.float().T, temperature=0.8, seed=s)
+        )
 
 
 def test_top_k_takes_an_int_seed_only(inputs):

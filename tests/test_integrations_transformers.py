@@ -38,8 +38,16 @@ DEVICE = torch.device("cpu" if flashsampling.INTERPRET else "cuda")
 _SEED, _N, _ALPHA, _TEMPERATURE, _N_PLANTED = 20270, 512, 1e-4, 0.7, 128
 
 _BASE = dict(
-    vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=16, max_position_embeddings=128, pad_token_id=0, bos_token_id=1,
+    vocab_size=256,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=128,
+    pad_token_id=0,
+    bos_token_id=1,
     eos_token_id=2,
     # Wide logits (std ~ 2 nats) so that temperature, norm and cache matter to the law; 0.02 gives a near-uniform
     # softmax on which every defect looks alike.
@@ -112,8 +120,9 @@ def test_head_check_fails_on_scaled_heads(model_type, overrides):
 def test_greedy_equals_hf_generate_left_padded(model_type):
     model = tiny_model(model_type)
     ids, mask = left_padded_batch(256)
-    expected = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=2, eos_token_id=None,
-                              pad_token_id=0)
+    expected = model.generate(
+        ids, attention_mask=mask, do_sample=False, max_new_tokens=2, eos_token_id=None, pad_token_id=0
+    )
     got = fst.generate(model, ids, attention_mask=mask, max_new_tokens=2, temperature=0.0, eos_token_id=[])
     assert torch.equal(got, expected)
 
@@ -125,23 +134,34 @@ def test_greedy_equals_hf_generate_with_eos(model_type):
     model = tiny_model(model_type)
     ids, mask = left_padded_batch(256)
     free = fst.generate(model, ids, attention_mask=mask, max_new_tokens=6, temperature=0.0, eos_token_id=[])
-    assert torch.equal(free, model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=6,
-                                            eos_token_id=None, pad_token_id=0))
+    assert torch.equal(
+        free,
+        model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=6, eos_token_id=None, pad_token_id=0),
+    )
     eos = int(free[1, 7 + 2])
-    expected = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=6, eos_token_id=eos,
-                              pad_token_id=255)
-    got = fst.generate(model, ids, attention_mask=mask, max_new_tokens=6, temperature=0.0, eos_token_id=eos,
-                       pad_token_id=255)
+    expected = model.generate(
+        ids, attention_mask=mask, do_sample=False, max_new_tokens=6, eos_token_id=eos, pad_token_id=255
+    )
+    got = fst.generate(
+        model, ids, attention_mask=mask, max_new_tokens=6, temperature=0.0, eos_token_id=eos, pad_token_id=255
+    )
     assert torch.equal(got, expected)
-    assert (got[1, 7 + 3:] == 255).all() and not torch.equal(got, free)
+    assert (got[1, 7 + 3 :] == 255).all() and not torch.equal(got, free)
 
 
 def test_per_row_temperature_tensor_zero_is_greedy():
     model = tiny_model("llama")
     ids, mask = left_padded_batch(256)
     greedy = fst.generate(model, ids, attention_mask=mask, max_new_tokens=2, temperature=0.0, eos_token_id=[])
-    mixed = fst.generate(model, ids, attention_mask=mask, max_new_tokens=2, eos_token_id=[], seed=3,
-                         temperature=torch.tensor([0.0, 5.0, 0.0], device=DEVICE))
+    mixed = fst.generate(
+        model,
+        ids,
+        attention_mask=mask,
+        max_new_tokens=2,
+        eos_token_id=[],
+        seed=3,
+        temperature=torch.tensor([0.0, 5.0, 0.0], device=DEVICE),
+    )
     assert torch.equal(mixed[[0, 2]], greedy[[0, 2]])
     assert not torch.equal(mixed[1], greedy[1])  # T = 5 flattens the law: a greedy row 1 would be a defect
 
@@ -150,8 +170,9 @@ def test_generation_stops_when_every_row_finished():
     model = tiny_model("llama")
     ids, mask = left_padded_batch(256)
     free = fst.generate(model, ids, attention_mask=mask, max_new_tokens=2, temperature=0.0, eos_token_id=[])
-    got = fst.generate(model, ids, attention_mask=mask, max_new_tokens=8, temperature=0.0,
-                       eos_token_id=free[:, 7].tolist())
+    got = fst.generate(
+        model, ids, attention_mask=mask, max_new_tokens=8, temperature=0.0, eos_token_id=free[:, 7].tolist()
+    )
     assert torch.equal(got, free[:, :8])
 
 
@@ -237,8 +258,13 @@ def test_sampled_step1_law_is_softmax_of_model_logits(law_model, law_prompt, law
 
 
 def _planted_draws(law_model, law_prompt, max_new_tokens):
-    out = fst.generate(law_model, law_prompt.repeat(_N_PLANTED, 1), max_new_tokens=max_new_tokens,
-                       temperature=_TEMPERATURE, seed=_SEED + 1)
+    out = fst.generate(
+        law_model,
+        law_prompt.repeat(_N_PLANTED, 1),
+        max_new_tokens=max_new_tokens,
+        temperature=_TEMPERATURE,
+        seed=_SEED + 1,
+    )
     return out[:, 5].cpu().numpy(), out[:, -1].cpu().numpy()
 
 
@@ -309,8 +335,9 @@ def test_each_step_samples_with_its_step_seed(monkeypatch):
 def test_same_seed_same_continuation_different_seeds_differ():
     model = tiny_model("qwen2")
     ids, mask = left_padded_batch(256)
-    run = lambda seed, n=3: fst.generate(model, ids, attention_mask=mask, max_new_tokens=n, temperature=1.0,
-                                         seed=seed, eos_token_id=[])
+    run = lambda seed, n=3: fst.generate(
+        model, ids, attention_mask=mask, max_new_tokens=n, temperature=1.0, seed=seed, eos_token_id=[]
+    )
     a, b, c = run(11), run(11), run(12)
     assert torch.equal(a, b)
     assert not torch.equal(a, c)  # would fail if the seed were ignored
@@ -347,25 +374,44 @@ _BAD_MODELS = {
     "base-model": (lambda: tiny_model("llama").model, ValueError, "no LM-head weight"),
     "head-without-weight": (_without_head_weight, ValueError, "no LM-head weight"),
     "encoder-decoder": (
-        lambda: transformers.T5ForConditionalGeneration(transformers.T5Config(
-            vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=1, num_heads=4)),
-        ValueError, "is_encoder_decoder=True"),
+        lambda: transformers.T5ForConditionalGeneration(
+            transformers.T5Config(vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=1, num_heads=4)
+        ),
+        ValueError,
+        "is_encoder_decoder=True",
+    ),
     "masked-lm": (
-        lambda: transformers.BertForMaskedLM(transformers.BertConfig(
-            vocab_size=256, hidden_size=64, num_hidden_layers=1, num_attention_heads=4, intermediate_size=128)),
-        ValueError, "not a causal language model"),
-    "bidirectional": (lambda: tiny_model("gemma", use_bidirectional_attention=True), ValueError,
-                      "use_bidirectional_attention=True"),
+        lambda: transformers.BertForMaskedLM(
+            transformers.BertConfig(
+                vocab_size=256, hidden_size=64, num_hidden_layers=1, num_attention_heads=4, intermediate_size=128
+            )
+        ),
+        ValueError,
+        "not a causal language model",
+    ),
+    "bidirectional": (
+        lambda: tiny_model("gemma", use_bidirectional_attention=True),
+        ValueError,
+        "use_bidirectional_attention=True",
+    ),
     "softcap": (lambda: tiny_model("gemma2"), ValueError, "final_logit_softcapping=30.0"),
     "logit_scale": (lambda: tiny_model("cohere"), ValueError, "logit_scale=0.0625"),
     "logits_scaling": (lambda: tiny_model("granite", logits_scaling=8.0), ValueError, "logits_scaling=8.0"),
     "lm_head_multiplier": (
-        lambda: tiny_model("falcon_h1", lm_head_multiplier=0.5, mamba_d_ssm=64, mamba_n_heads=4, mamba_d_head=16,
-                           mamba_n_groups=1, mamba_d_state=16),
-        ValueError, "lm_head_multiplier=0.5"),
+        lambda: tiny_model(
+            "falcon_h1",
+            lm_head_multiplier=0.5,
+            mamba_d_ssm=64,
+            mamba_n_heads=4,
+            mamba_d_head=16,
+            mamba_n_groups=1,
+            mamba_d_state=16,
+        ),
+        ValueError,
+        "lm_head_multiplier=0.5",
+    ),
     "head-bias": (lambda: tiny_model("phi"), ValueError, "it has a bias"),
-    "unsupported-family": (lambda: tiny_model("gpt2", n_embd=64, n_layer=1, n_head=4), ValueError,
-                           "model_type='gpt2'"),
+    "unsupported-family": (lambda: tiny_model("gpt2", n_embd=64, n_layer=1, n_head=4), ValueError, "model_type='gpt2'"),
     "hidden-size-mismatch": (_wide_head, ValueError, "D=72 columns but config.hidden_size=64"),
 }
 
@@ -380,8 +426,6 @@ def test_refused_models_raise_naming_the_field(name):
 @pytest.fixture(scope="module")
 def llama():
     return tiny_model("llama")
-
-
 
 
 @pytest.mark.parametrize(

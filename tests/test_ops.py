@@ -40,8 +40,10 @@ def test_opcheck(inputs):
     hidden, weight = inputs
     seed = torch.tensor(7)
     torch.library.opcheck(torch.ops.flashsampling.sample.default, (hidden, weight, None, 0.8, seed, 2, True))
-    torch.library.opcheck(torch.ops.flashsampling.sample_from_logits.default,
-                          (hidden @ weight.T, torch.full((3,), 0.5, device=DEVICE), 1.0, seed, 1, True))
+    torch.library.opcheck(
+        torch.ops.flashsampling.sample_from_logits.default,
+        (hidden @ weight.T, torch.full((3,), 0.5, device=DEVICE), 1.0, seed, 1, True),
+    )
 
 
 @pytest.mark.parametrize(
@@ -65,8 +67,10 @@ def test_ops_return_the_functions_tokens(inputs, seed, same_as, temperature):
     assert got.dtype == torch.int64 and got.shape == (3, 2)
     assert torch.equal(got, flashsampling.sample(hidden, weight, temperature=temperature, seed=same_as, num_samples=2))
     logits = hidden @ weight.T
-    assert torch.equal(ops.sample_from_logits(logits, temperature=temperature, seed=seed),
-                       flashsampling.sample_from_logits(logits, temperature=temperature, seed=same_as))
+    assert torch.equal(
+        ops.sample_from_logits(logits, temperature=temperature, seed=seed),
+        flashsampling.sample_from_logits(logits, temperature=temperature, seed=same_as),
+    )
 
 
 def test_seed_none_draws_as_flashsampling_sample(inputs):
@@ -91,8 +95,15 @@ def _tiny_backbone_and_head():
     from flashsampling.integrations.transformers import split_lm_head
 
     os.environ["HF_HUB_OFFLINE"] = "1"
-    config = transformers.LlamaConfig(vocab_size=V, hidden_size=D, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, initializer_range=0.3)
+    config = transformers.LlamaConfig(
+        vocab_size=V,
+        hidden_size=D,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        initializer_range=0.3,
+    )
     torch.manual_seed(0)
     return split_lm_head(transformers.LlamaForCausalLM(config).eval().to(DEVICE))
 
@@ -123,8 +134,10 @@ def test_inductor_lowers_both_ops(inputs):
     hidden, weight = inputs
 
     def step(h, seed, temperature):
-        return (ops.sample(h, weight, temperature=temperature, seed=seed, num_samples=2),
-                ops.sample_from_logits(h @ weight.T, temperature=0.0, seed=seed))
+        return (
+            ops.sample(h, weight, temperature=temperature, seed=seed, num_samples=2),
+            ops.sample_from_logits(h @ weight.T, temperature=0.0, seed=seed),
+        )
 
     compiled = torch.compile(step, fullgraph=True)
     temperature = torch.tensor([0.5, 1.0, 2.0], device=DEVICE)
@@ -180,9 +193,26 @@ _META_H, _META_W = torch.empty(2, D, device="meta"), torch.empty(V, D, device="m
         (lambda h, w: ops.sample_from_logits(_META_H[0], seed=1), ValueError, "logits must have 2 dimensions"),
         (lambda h, w: ops.sample_from_logits(h[0], seed=1), ValueError, "logits must have 2 dimensions"),
     ],
-    ids=["int32-seed", "1d-seed", "negative-seed", "seed-2**64", "bool-seed", "float-seed", "str-temperature",
-         "bool-temperature", "negative-temperature", "zero-samples", "float-samples", "int-host_checks",
-         "3d-hidden", "d-mismatch", "fake-3d-hidden", "fake-d-mismatch", "fake-1d-logits", "1d-logits"],
+    ids=[
+        "int32-seed",
+        "1d-seed",
+        "negative-seed",
+        "seed-2**64",
+        "bool-seed",
+        "float-seed",
+        "str-temperature",
+        "bool-temperature",
+        "negative-temperature",
+        "zero-samples",
+        "float-samples",
+        "int-host_checks",
+        "3d-hidden",
+        "d-mismatch",
+        "fake-3d-hidden",
+        "fake-d-mismatch",
+        "fake-1d-logits",
+        "1d-logits",
+    ],
 )
 def test_bad_arguments_raise_naming_them(inputs, call, error, message):
     with pytest.raises(error, match=message):

@@ -703,31 +703,33 @@ def check_sampler_section(row: CheckRow, command: str) -> str:
     ``tests/verification/test_check_calibration.py``)."""
     seeds = ", ".join(f"{s}: {'pass' if ok else 'FAIL'}, smallest Holm p {p:.6g}" for s, ok, p in row.recorded)
     causes = ", ".join(f"`{k}` {v}" for k, v in sorted(row.by_test.items(), key=lambda kv: (-kv[1], kv[0])))
-    return "\n".join([
-        "",
-        "## check_sampler: the whole battery on an exact sampler",
-        "",
-        f"Measured by `{command}` in {row.seconds:.0f} s ({'ok' if row.ok else 'NOT OK'}): {row.runs} independent "
-        f"runs of `verification.check_sampler` on `verification.check.examples.inverse_cdf` (float64 inverse CDF, "
-        f"exact) with the logits of `calibration.check_sampler_case()` (two rows of V = 256: four tied maxima and "
-        f"240 tokens 8.5 nats down in row 0, so the tie and tail tests run), `tv = {CHECK_TV}`, family-wise "
-        f"alpha = {CHECK_ALPHA}. Each run is the whole battery: {row.tests} tests under one Holm family "
-        f"(n = {row.n} draws a row, lag scans on streams of {row.stream}); run r uses seed "
-        f"{row.seed} + {CHECK_SEED_STRIDE} r, so no two runs share a call.",
-        "",
-        "| runs | family-wise false alarms | rate | alpha | P(Bin(runs, alpha) >= false alarms) | "
-        f"rate at level {CHECK_LEVEL:g} | ok |",
-        "|---:|---:|---:|---:|---:|---:|---|",
-        f"| {row.runs} | {row.failures} | {row.rate:.4f} | {CHECK_ALPHA} | {row.pvalue:.3g} | {row.band:.4f} | "
-        f"{'yes' if row.ok else 'NO'} |",
-        "",
-        f"- false alarms by test: {causes or 'none'}",
-        f"- first runs (seed: verdict, smallest Holm-adjusted p-value): {seeds}",
-        "- The rate sits below alpha: Holm is exact only when one test carries the whole family, and several "
-        "members are conservative (DKWM, the per-category Holm, the Bonferroni lag scans, the range test, "
-        "which never fails an exact sampler).",
-        "",
-    ])
+    return "\n".join(
+        [
+            "",
+            "## check_sampler: the whole battery on an exact sampler",
+            "",
+            f"Measured by `{command}` in {row.seconds:.0f} s ({'ok' if row.ok else 'NOT OK'}): {row.runs} independent "
+            f"runs of `verification.check_sampler` on `verification.check.examples.inverse_cdf` (float64 inverse CDF, "
+            f"exact) with the logits of `calibration.check_sampler_case()` (two rows of V = 256: four tied maxima and "
+            f"240 tokens 8.5 nats down in row 0, so the tie and tail tests run), `tv = {CHECK_TV}`, family-wise "
+            f"alpha = {CHECK_ALPHA}. Each run is the whole battery: {row.tests} tests under one Holm family "
+            f"(n = {row.n} draws a row, lag scans on streams of {row.stream}); run r uses seed "
+            f"{row.seed} + {CHECK_SEED_STRIDE} r, so no two runs share a call.",
+            "",
+            "| runs | family-wise false alarms | rate | alpha | P(Bin(runs, alpha) >= false alarms) | "
+            f"rate at level {CHECK_LEVEL:g} | ok |",
+            "|---:|---:|---:|---:|---:|---:|---|",
+            f"| {row.runs} | {row.failures} | {row.rate:.4f} | {CHECK_ALPHA} | {row.pvalue:.3g} | {row.band:.4f} | "
+            f"{'yes' if row.ok else 'NO'} |",
+            "",
+            f"- false alarms by test: {causes or 'none'}",
+            f"- first runs (seed: verdict, smallest Holm-adjusted p-value): {seeds}",
+            "- The rate sits below alpha: Holm is exact only when one test carries the whole family, and several "
+            "members are conservative (DKWM, the per-category Holm, the Bonferroni lag scans, the range test, "
+            "which never fails an exact sampler).",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -122,9 +122,15 @@ def report_page(doc: dict[str, Any]) -> str:
     out += table(
         ["variant", "layer", "case", "draws", "maxima", "seconds", "verdict"],
         [
-            [f"`{r['variant']}`", r["layer"], f"`{r['case']}`", f"{r['n']:,}",
-             f"{r['maxima']:,}" if r["maxima"] else "-", f"{r['seconds']:.2f}",
-             r["skipped"] or _verdict(r["passed"])]  # fmt: skip
+            [
+                f"`{r['variant']}`",
+                r["layer"],
+                f"`{r['case']}`",
+                f"{r['n']:,}",
+                f"{r['maxima']:,}" if r["maxima"] else "-",
+                f"{r['seconds']:.2f}",
+                r["skipped"] or _verdict(r["passed"]),
+            ]  # fmt: skip
             for r in doc["runs"]
         ],
         "lllrrrl",
@@ -144,8 +150,14 @@ def report_page(doc: dict[str, Any]) -> str:
         out += table(
             ["mutant", "case", "n", "catching test", "flagged", "verdict"],
             [
-                [f"`{m['mutant']}`", f"`{m['case']}`", f"{m['n']:,}" if "n" in m else "-", m.get("catching_test", "-"),
-                 m.get("flagged", "-"), _mutant_verdict(m)]  # fmt: skip
+                [
+                    f"`{m['mutant']}`",
+                    f"`{m['case']}`",
+                    f"{m['n']:,}" if "n" in m else "-",
+                    m.get("catching_test", "-"),
+                    m.get("flagged", "-"),
+                    _mutant_verdict(m),
+                ]  # fmt: skip
                 for m in doc["mutants"]
             ],
             "llrlll",
@@ -193,11 +205,27 @@ def mutants_page(alpha: float, power: float, reps: int, seconds: float, rows: li
         "",
     ]
     lines += table(
-        ["mutant", "mechanism", "case", "catching test", "n", "deviation seen by that test", "confirmed at n",
-         "at n/4"],  # fmt: skip
         [
-            [f"`{r['mutant']}`", r["mechanism"], f"`{r['case']}`", r["catching_test"], f"{r['n']:,}", r["deviation"],
-             f"{r['confirmed']}/{reps}", f"{r['quarter']}/{reps}"]  # fmt: skip
+            "mutant",
+            "mechanism",
+            "case",
+            "catching test",
+            "n",
+            "deviation seen by that test",
+            "confirmed at n",
+            "at n/4",
+        ],  # fmt: skip
+        [
+            [
+                f"`{r['mutant']}`",
+                r["mechanism"],
+                f"`{r['case']}`",
+                r["catching_test"],
+                f"{r['n']:,}",
+                r["deviation"],
+                f"{r['confirmed']}/{reps}",
+                f"{r['quarter']}/{reps}",
+            ]  # fmt: skip
             for r in rows
         ],
         "llllrlrr",
@@ -212,8 +240,10 @@ def mutants_page(alpha: float, power: float, reps: int, seconds: float, rows: li
     names = [t for t in titles if any(t in r["per_test_n"] for r in rows)]
     lines += table(
         ["mutant"] + names,
-        [[f"`{r['mutant']}`"] + [f"{r['per_test_n'][t]:,}" if r["per_test_n"].get(t) else "-" for t in names]
-         for r in rows],  # fmt: skip
+        [
+            [f"`{r['mutant']}`"] + [f"{r['per_test_n'][t]:,}" if r["per_test_n"].get(t) else "-" for t in names]
+            for r in rows
+        ],  # fmt: skip
         "l" + "r" * len(names),
     )
     lines += ["", "## Cases", ""]
@@ -296,9 +326,16 @@ def calibration_page(report, command: str, *, check_level: float, target_power: 
     out += table(
         ["test", "setting", "kind", "replicates", "KS p", "rate at 0.05", "rate at 0.01", "ok"],
         [
-            [r.test, r.setting, "conservative" if r.conservative else "exact-size", r.replicates, f(r.ks_pvalue),
-             f"{r.rate_05:.4f} (p={f(r.rate_05_pvalue)})", f"{r.rate_01:.4f} (p={f(r.rate_01_pvalue)})",
-             "yes" if r.ok else "NO"]  # fmt: skip
+            [
+                r.test,
+                r.setting,
+                "conservative" if r.conservative else "exact-size",
+                r.replicates,
+                f(r.ks_pvalue),
+                f"{r.rate_05:.4f} (p={f(r.rate_05_pvalue)})",
+                f"{r.rate_01:.4f} (p={f(r.rate_01_pvalue)})",
+                "yes" if r.ok else "NO",
+            ]  # fmt: skip
             for r in report.null
         ],
         "lllrrrrl",
@@ -316,8 +353,16 @@ def calibration_page(report, command: str, *, check_level: float, target_power: 
     out += table(
         ["test", "bias", "alpha", "claimed", "planted", "replicates", "power", "ok"],
         [
-            [r.test, r.bias, f"{r.alpha:g}", f(r.claimed), f(r.planted), r.replicates, f"{r.power:.4f}",
-             "yes" if r.ok else "NO"]  # fmt: skip
+            [
+                r.test,
+                r.bias,
+                f"{r.alpha:g}",
+                f(r.claimed),
+                f(r.planted),
+                r.replicates,
+                f"{r.power:.4f}",
+                "yes" if r.ok else "NO",
+            ]  # fmt: skip
             for r in report.power
         ],
         "llrrrrrl",
@@ -365,8 +410,15 @@ def audit_tables(rows: list[dict[str, Any]]) -> list[str]:
             " / ".join(detailed[:2]) if detailed else "-",
         ])  # fmt: skip
     out = table(
-        ["sampler", "origin", "verdict", "draws", "TV tested to (its first case)", "tail deficit tested to",
-         "failure"],  # fmt: skip
+        [
+            "sampler",
+            "origin",
+            "verdict",
+            "draws",
+            "TV tested to (its first case)",
+            "tail deficit tested to",
+            "failure",
+        ],  # fmt: skip
         summary,
         "lllrrrl",
     )
@@ -380,8 +432,10 @@ def audit_tables(rows: list[dict[str, Any]]) -> list[str]:
         out += [""]
         out += table(
             ["sampler"] + [f"`{n}`" for n in names],
-            [[f"`{r['sampler']}`"] + [f"{c['n']:,}" + ("" if c["passed"] else " FAIL") for c in r["cases"]]
-             for r in members],  # fmt: skip
+            [
+                [f"`{r['sampler']}`"] + [f"{c['n']:,}" + ("" if c["passed"] else " FAIL") for c in r["cases"]]
+                for r in members
+            ],  # fmt: skip
             "l" + "r" * len(names),
         )
     return out

@@ -268,10 +268,17 @@ def topk_variants() -> list[Variant]:
     tokens per draw in the twin, so its budget in ``n * V`` units is larger than the plain twin's)."""
     return [
         Variant("twin-topk", "twin", _twin_topk, 1_000_000_000, max_vocab=8192, applies=fused_topk_case),
-        Variant("kernel-topk-logits", "kernel", _kernel_topk_logits, 8_000_000, cpu_max_n=64 * 160,
-                applies=fused_topk_case),  # fmt: skip
-        Variant("kernel-topk-matmul", "kernel", _kernel_topk_matmul, 4_000_000, cpu_max_n=64 * 80,
-                applies=lambda c: fused_topk_case(c) and finite_logits(c)),  # fmt: skip
+        Variant(
+            "kernel-topk-logits", "kernel", _kernel_topk_logits, 8_000_000, cpu_max_n=64 * 160, applies=fused_topk_case
+        ),  # fmt: skip
+        Variant(
+            "kernel-topk-matmul",
+            "kernel",
+            _kernel_topk_matmul,
+            4_000_000,
+            cpu_max_n=64 * 80,
+            applies=lambda c: fused_topk_case(c) and finite_logits(c),
+        ),  # fmt: skip
     ]
 
 
@@ -280,17 +287,43 @@ def registry() -> list[Variant]:
     out = [
         Variant("reference-inverse-cdf", "control", _reference, 400_000_000),
         Variant("twin-fused", "twin", plain(_twin), 60_000_000, max_vocab=8192, applies=softmax_case),
-        Variant("kernel-fused-logits", "kernel", plain(_kernel_logits), 8_000_000, cpu_max_n=64 * 160,
-                maxima=_kernel_logits_maxima, applies=softmax_case),  # fmt: skip
-        Variant("kernel-fused-matmul", "kernel", plain(_kernel_matmul), 4_000_000, cpu_max_n=64 * 80,
-                applies=lambda c: softmax_case(c) and finite_logits(c)),  # fmt: skip
-        Variant("kernel-tile-cdf-prototype", "kernel", plain(_kernel_tile_cdf), 2_000_000, cpu_max_n=64 * 32,
-                applies=lambda c: softmax_case(c) and sampled_temperature(c)),  # fmt: skip
+        Variant(
+            "kernel-fused-logits",
+            "kernel",
+            plain(_kernel_logits),
+            8_000_000,
+            cpu_max_n=64 * 160,
+            maxima=_kernel_logits_maxima,
+            applies=softmax_case,
+        ),  # fmt: skip
+        Variant(
+            "kernel-fused-matmul",
+            "kernel",
+            plain(_kernel_matmul),
+            4_000_000,
+            cpu_max_n=64 * 80,
+            applies=lambda c: softmax_case(c) and finite_logits(c),
+        ),  # fmt: skip
+        Variant(
+            "kernel-tile-cdf-prototype",
+            "kernel",
+            plain(_kernel_tile_cdf),
+            2_000_000,
+            cpu_max_n=64 * 32,
+            applies=lambda c: softmax_case(c) and sampled_temperature(c),
+        ),  # fmt: skip
         *topk_variants(),
     ]
     if _hopper():
-        out.append(Variant("kernel-tile-cdf-fused", "kernel", plain(_kernel_tile_cdf_fused), 4_000_000,
-                           applies=lambda c: softmax_case(c) and finite_logits(c) and sampled_temperature(c)))
+        out.append(
+            Variant(
+                "kernel-tile-cdf-fused",
+                "kernel",
+                plain(_kernel_tile_cdf_fused),
+                4_000_000,
+                applies=lambda c: softmax_case(c) and finite_logits(c) and sampled_temperature(c),
+            )
+        )
     for name, module, attr, budget in (
         ("grouped-parallel", "flashsampling.grouped", "grouped_sampler_np", 60_000_000),
         ("online", "flashsampling.online", "online_sampler_np", 60_000_000),

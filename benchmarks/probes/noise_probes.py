@@ -356,8 +356,28 @@ def probe_epilogue(acc, stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_
                    N_ROUNDS: gl.constexpr, NOISE: gl.constexpr):  # fmt: skip
     """The kernel's ``EPILOGUE`` for the probes of :data:`PROBE_KINDS` (``NOISE``: :func:`probe_noise`)."""
     chunks = stage_tile(acc, stage, BM, BN, EV)
-    staged_epilogue(chunks, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
-                    part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE, SCAN=probe_scan)
+    staged_epilogue(
+        chunks,
+        pid_b,
+        pid_v,
+        num_v_tiles,
+        B,
+        V,
+        col_offset,
+        inv_temp_ptr,
+        k0,
+        k1,
+        part_max_ptr,
+        part_key_ptr,
+        part_idx_ptr,
+        flag_ptr,
+        BM,
+        BN,
+        EV,
+        N_ROUNDS,
+        NOISE,
+        SCAN=probe_scan,
+    )
 
 
 @gluon.jit
@@ -366,8 +386,28 @@ def design_epilogue(acc, stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv
                     N_ROUNDS: gl.constexpr, NOISE: gl.constexpr):  # fmt: skip
     """The kernel's ``EPILOGUE`` for ``lse_proxy_design`` (no noise; the kernel's ``NOISE`` is not read)."""
     chunks = stage_tile(acc, stage, BM, BN, EV)
-    staged_epilogue(chunks, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
-                    part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, 0, SCAN=design_scan)
+    staged_epilogue(
+        chunks,
+        pid_b,
+        pid_v,
+        num_v_tiles,
+        B,
+        V,
+        col_offset,
+        inv_temp_ptr,
+        k0,
+        k1,
+        part_max_ptr,
+        part_key_ptr,
+        part_idx_ptr,
+        flag_ptr,
+        BM,
+        BN,
+        EV,
+        N_ROUNDS,
+        0,
+        SCAN=design_scan,
+    )
 
 
 @gluon.jit

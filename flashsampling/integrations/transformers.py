@@ -139,13 +139,17 @@ def split_lm_head(model) -> tuple[torch.nn.Module, torch.Tensor]:
     config = model.config
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
     if getattr(config, "is_encoder_decoder", False):
-        raise ValueError(f"{name} is an encoder-decoder model (config.is_encoder_decoder=True); generate needs a "
-                         "decoder-only causal LM")
+        raise ValueError(
+            f"{name} is an encoder-decoder model (config.is_encoder_decoder=True); generate needs a "
+            "decoder-only causal LM"
+        )
     head = model.get_output_embeddings()
     weight = getattr(head, "weight", None)
     if not isinstance(weight, torch.Tensor):
-        raise ValueError(f"{name} has no LM-head weight (model.get_output_embeddings() is "
-                         f"{type(head).__name__}); load the ...ForCausalLM class, not the base model")
+        raise ValueError(
+            f"{name} has no LM-head weight (model.get_output_embeddings() is "
+            f"{type(head).__name__}); load the ...ForCausalLM class, not the base model"
+        )
     for cfg in {id(config): config, id(text_config): text_config}.values():
         if getattr(cfg, "use_bidirectional_attention", False):
             raise ValueError(f"{name} is not causal (config.use_bidirectional_attention=True)")
@@ -163,8 +167,10 @@ def split_lm_head(model) -> tuple[torch.nn.Module, torch.Tensor]:
                     "is not the model's law; flashsampling samples only heads with logits = final_norm(h) @ W.T"
                 )
     if getattr(head, "bias", None) is not None:
-        raise ValueError(f"{name}'s head is not a plain matmul: it has a bias (model.get_output_embeddings().bias); "
-                         "flashsampling samples only heads with logits = final_norm(h) @ W.T")
+        raise ValueError(
+            f"{name}'s head is not a plain matmul: it has a bias (model.get_output_embeddings().bias); "
+            "flashsampling samples only heads with logits = final_norm(h) @ W.T"
+        )
     model_type = getattr(text_config, "model_type", None)
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ValueError(
@@ -175,8 +181,10 @@ def split_lm_head(model) -> tuple[torch.nn.Module, torch.Tensor]:
         raise ValueError(f"{name}'s LM-head weight has shape {tuple(weight.shape)}; expected [V, D]")
     hidden_size = getattr(text_config, "hidden_size", None)
     if weight.shape[1] != hidden_size:
-        raise ValueError(f"{name}'s LM-head weight has D={weight.shape[1]} columns but config.hidden_size="
-                         f"{hidden_size}; the head must take the backbone's hidden state")
+        raise ValueError(
+            f"{name}'s LM-head weight has D={weight.shape[1]} columns but config.hidden_size="
+            f"{hidden_size}; the head must take the backbone's hidden state"
+        )
     backbone = model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", None)
     if not isinstance(backbone, torch.nn.Module) or backbone is model:
         raise ValueError(f"{name} has no separate backbone (model.get_decoder() returned {type(backbone).__name__})")
@@ -264,8 +272,9 @@ def generate(
             break
         mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
         positions = positions[:, -1:] + 1
-        out = backbone(input_ids=tokens[:, None], attention_mask=mask, position_ids=positions, use_cache=True,
-                       **{cache_kw: cache})
+        out = backbone(
+            input_ids=tokens[:, None], attention_mask=mask, position_ids=positions, use_cache=True, **{cache_kw: cache}
+        )
         cache = _cache_of(out)
     return torch.cat([input_ids, torch.stack(new_tokens, dim=1)], dim=1)
 
@@ -302,16 +311,19 @@ def _check_inputs(input_ids, attention_mask, device: torch.device, embedding) ->
         raise ValueError(f"input_ids.device={input_ids.device} differs from the model's device {device}")
     num_embeddings = getattr(embedding, "num_embeddings", None)
     if num_embeddings is not None and (int(input_ids.min()) < 0 or int(input_ids.max()) >= num_embeddings):
-        raise ValueError(f"input_ids must lie in [0, {num_embeddings}) (the input embedding's rows), got values in "
-                         f"[{int(input_ids.min())}, {int(input_ids.max())}]")
+        raise ValueError(
+            f"input_ids must lie in [0, {num_embeddings}) (the input embedding's rows), got values in "
+            f"[{int(input_ids.min())}, {int(input_ids.max())}]"
+        )
     input_ids = input_ids.long()
     if attention_mask is None:
         return input_ids, torch.ones_like(input_ids)
     if not isinstance(attention_mask, torch.Tensor):
         raise TypeError(f"attention_mask must be a torch.Tensor or None, got {type(attention_mask).__name__}")
     if attention_mask.shape != input_ids.shape:
-        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}; input_ids has "
-                         f"{tuple(input_ids.shape)}")
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)}; input_ids has {tuple(input_ids.shape)}"
+        )
     if attention_mask.device != device:
         raise ValueError(f"attention_mask.device={attention_mask.device} differs from the model's device {device}")
     if attention_mask.is_floating_point() or attention_mask.is_complex():
@@ -321,8 +333,10 @@ def _check_inputs(input_ids, attention_mask, device: torch.device, embedding) ->
         raise ValueError("attention_mask must hold only 0 and 1")
     if bool((mask[:, -1] == 0).any()) or bool((mask[:, 1:] < mask[:, :-1]).any()):
         rows = torch.nonzero((mask[:, -1] == 0) | (mask[:, 1:] < mask[:, :-1]).any(dim=1)).flatten().tolist()
-        raise ValueError(f"attention_mask must be left-padded (each row: 0s, then 1s up to the last position); "
-                         f"row(s) {rows[:8]} are not")
+        raise ValueError(
+            f"attention_mask must be left-padded (each row: 0s, then 1s up to the last position); "
+            f"row(s) {rows[:8]} are not"
+        )
     return input_ids, mask
 
 

@@ -103,8 +103,10 @@ def reduce_tiles_kernel(
         k = tl.load(part_key_ptr + base + t, mask=ok, other=-2)
         i = tl.load(part_idx_ptr + base + t, mask=ok, other=0)
         f = tl.load(flag_ptr + row * num_tiles + t, mask=ok, other=0)
-        run_f = run_f | tl.max(tl.where((f & BAD_LOGIT) != 0, BAD_LOGIT, 0), axis=0) | tl.max(
-            tl.where((f & OVERFLOW) != 0, OVERFLOW, 0), axis=0
+        run_f = (
+            run_f
+            | tl.max(tl.where((f & BAD_LOGIT) != 0, BAD_LOGIT, 0), axis=0)
+            | tl.max(tl.where((f & OVERFLOW) != 0, OVERFLOW, 0), axis=0)
         )
         cm = tl.max(m, axis=0)
         kk = tl.where(ok & (m == cm), k, -2)
@@ -230,8 +232,10 @@ def reduce_candidates_kernel(
         run_k = tl.where(better, ck, run_k)
         run_i = tl.where(better, ci, run_i)
         f = tl.load(tile_flag_ptr + rt, mask=ok & first[:, None], other=0)
-        run_f = run_f | tl.max(tl.where((f & BAD_LOGIT) != 0, BAD_LOGIT, 0), axis=1) | tl.max(
-            tl.where((f & OVERFLOW) != 0, OVERFLOW, 0), axis=1
+        run_f = (
+            run_f
+            | tl.max(tl.where((f & BAD_LOGIT) != 0, BAD_LOGIT, 0), axis=1)
+            | tl.max(tl.where((f & OVERFLOW) != 0, OVERFLOW, 0), axis=1)
         )
         if RETURN_LSE:
             lm = tl.load(lse_ptr + rt, mask=ok & first[:, None], other=float("-inf")).to(tl.float64)
@@ -365,8 +369,10 @@ def combine_groups_kernel(
     for f0 in range(0, F, BLOCK_SIZE_K):
         fc = f0 + offs
         f = tl.load(flag_ptr + row[:, None] * F + fc[None, :], mask=p_ok[:, None] & (fc < F)[None, :], other=0)
-        run_f = run_f | tl.max(tl.where((f & BAD_LOGIT) != 0, BAD_LOGIT, 0), axis=1) | tl.max(
-            tl.where((f & OVERFLOW) != 0, OVERFLOW, 0), axis=1
+        run_f = (
+            run_f
+            | tl.max(tl.where((f & BAD_LOGIT) != 0, BAD_LOGIT, 0), axis=1)
+            | tl.max(tl.where((f & OVERFLOW) != 0, OVERFLOW, 0), axis=1)
         )
     # Clamped into [0, V): an empty group's or an all-NaN row's winner may carry an index at V (host_checks=False).
     tl.store(token_ptr + p, tl.minimum(tl.maximum(run_i, 0), V - 1), mask=p_ok)

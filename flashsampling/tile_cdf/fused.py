@@ -114,5 +114,25 @@ def tile_cdf_epilogue(acc, stage, pid_b, pid_v, num_v_tiles, B, V, col_offset, i
     stream is the tile's): :func:`~flashsampling.kernels.pingpong.stage_tile`, then the staged epilogue with
     :func:`tile_cdf_draw`."""
     chunks = stage_tile(acc, stage, BM, BN, EV)
-    staged_epilogue(chunks, pid_b, pid_v, num_v_tiles, B, V, col_offset, inv_temp_ptr, k0, k1, part_max_ptr,
-                    part_key_ptr, part_idx_ptr, flag_ptr, BM, BN, EV, N_ROUNDS, NOISE_TILE_CDF, DRAW=tile_cdf_draw)
+    staged_epilogue(
+        chunks,
+        pid_b,
+        pid_v,
+        num_v_tiles,
+        B,
+        V,
+        col_offset,
+        inv_temp_ptr,
+        k0,
+        k1,
+        part_max_ptr,
+        part_key_ptr,
+        part_idx_ptr,
+        flag_ptr,
+        BM,
+        BN,
+        EV,
+        N_ROUNDS,
+        NOISE_TILE_CDF,
+        DRAW=tile_cdf_draw,
+    )

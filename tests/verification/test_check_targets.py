@@ -81,8 +81,12 @@ def test_the_logits_tie_at_the_cut_and_the_conventions_differ():
     [
         (top_k_sampler, top_k(4), top_k(4, ties="low_index"), "row 0: range"),
         (top_p_sampler, top_p(0.7), top_p(0.7, crossing="drop"), "row 0: range"),
-        (top_k_top_p_sampler, chain(top_k(6), top_p(0.5)), chain(top_k(6), top_p(0.5), order="joint"),
-         "row 0: pearson"),  # fmt: skip
+        (
+            top_k_top_p_sampler,
+            chain(top_k(6), top_p(0.5)),
+            chain(top_k(6), top_p(0.5), order="joint"),
+            "row 0: pearson",
+        ),  # fmt: skip
     ],
     ids=["top-k ties kept", "top-p crossing token kept", "top-k then top-p, sequential"],
 )

@@ -285,5 +285,3 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.markdown, "w") as f:
             f.write("\n".join(audit_tables(rows)) + "\n")
     return 0
-
-

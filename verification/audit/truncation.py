@@ -31,6 +31,7 @@ from .samplers import AuditSampler, _batched, _has, _version
 
 __all__ = ["TARGET_SAMPLERS", "hf_processors"]
 
+
 def hf_processors(case: Case):
     """transformers' warpers for ``case`` (temperature and its target's filters) in ``generate``'s order."""
     from transformers.generation.logits_process import (
@@ -117,8 +118,12 @@ TARGET_SAMPLERS: tuple[AuditSampler, ...] = (
         _transformers_available,
         _version("transformers"),
         {},
-        cases={"chain-V1000-T0.7": 0.25, "topp0.9-V1000-T0.7": 0.25, "topk20-ties-V1000": 0.25,
-               "minp-boundary-V1000": 0.25},  # fmt: skip
+        cases={
+            "chain-V1000-T0.7": 0.25,
+            "topp0.9-V1000-T0.7": 0.25,
+            "topk20-ties-V1000": 0.25,
+            "minp-boundary-V1000": 0.25,
+        },  # fmt: skip
     ),
     AuditSampler(
         "jax.top_k",

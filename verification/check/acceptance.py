@@ -58,16 +58,42 @@ RUNS = (
     Run("`torch.distributions.Categorical`", examples.torch_categorical, "normal"),
     Run("`flashsampling.sample_from_logits` (interpreted)", examples.fused_kernel, "small", {"budget_s": 150.0}),
     Run("numpy `Generator.choice`", examples.numpy_choice, "tail"),
-    Run("float32 `torch.multinomial`", examples.multinomial_float32, "tail", exact=False,
-        why="float32 running sum: the tail 18-20 nats down is never drawn"),  # fmt: skip
-    Run("`torch.distributions.Categorical`", examples.torch_categorical, "tail", exact=False,
-        why="it samples through the same float32 multinomial"),  # fmt: skip
-    Run("Gumbel-max, float16 uniforms", examples.gumbel_float16, "normal", {"tv": 0.05}, exact=False,
-        why="noise capped near 7.6 nats; ties at equal uniforms"),  # fmt: skip
-    Run("3 % temperature error", examples.temperature_error, "normal", exact=False,
-        why="total variation 0.021 and 0.024 in the two rows"),  # fmt: skip
-    Run("seed s + 1 = seed s shifted by one draw", examples.shifted_seed_stream, "normal", exact=False,
-        why="found at shift +1 of the seed lag scan"),  # fmt: skip
+    Run(
+        "float32 `torch.multinomial`",
+        examples.multinomial_float32,
+        "tail",
+        exact=False,
+        why="float32 running sum: the tail 18-20 nats down is never drawn",
+    ),  # fmt: skip
+    Run(
+        "`torch.distributions.Categorical`",
+        examples.torch_categorical,
+        "tail",
+        exact=False,
+        why="it samples through the same float32 multinomial",
+    ),  # fmt: skip
+    Run(
+        "Gumbel-max, float16 uniforms",
+        examples.gumbel_float16,
+        "normal",
+        {"tv": 0.05},
+        exact=False,
+        why="noise capped near 7.6 nats; ties at equal uniforms",
+    ),  # fmt: skip
+    Run(
+        "3 % temperature error",
+        examples.temperature_error,
+        "normal",
+        exact=False,
+        why="total variation 0.021 and 0.024 in the two rows",
+    ),  # fmt: skip
+    Run(
+        "seed s + 1 = seed s shifted by one draw",
+        examples.shifted_seed_stream,
+        "normal",
+        exact=False,
+        why="found at shift +1 of the seed lag scan",
+    ),  # fmt: skip
     Run("rows share noise", examples.shared_row_noise, "normal", exact=False, why="rows 0 and 1 dependent"),
 )
 
@@ -107,12 +133,29 @@ def render(rows: list[dict[str, Any]], first) -> str:
     """The markdown tables between the markers: the acceptance runs, then what each test of the first run
     detected at its ``n``."""
     body = table(
-        ["sampler", "logits", "planned for", "n per row", "tests", "seconds", "verdict", "as required",
-         "failed (Holm-adjusted order)"],  # fmt: skip
         [
-            [r["sampler"], f"{r['case']} {r['shape']}", r["planned"], f"{r['n']:,}", r["tests"], f"{r['seconds']:.0f}",
-             "pass" if r["passed"] else "**FAIL**", "yes" if r["passed"] == r["required"] else "NO",
-             ", ".join(r["failed"]) + (f": {r['why']}" if r["why"] and not r["passed"] else "") or "-"]  # fmt: skip
+            "sampler",
+            "logits",
+            "planned for",
+            "n per row",
+            "tests",
+            "seconds",
+            "verdict",
+            "as required",
+            "failed (Holm-adjusted order)",
+        ],  # fmt: skip
+        [
+            [
+                r["sampler"],
+                f"{r['case']} {r['shape']}",
+                r["planned"],
+                f"{r['n']:,}",
+                r["tests"],
+                f"{r['seconds']:.0f}",
+                "pass" if r["passed"] else "**FAIL**",
+                "yes" if r["passed"] == r["required"] else "NO",
+                ", ".join(r["failed"]) + (f": {r['why']}" if r["why"] and not r["passed"] else "") or "-",
+            ]  # fmt: skip
             for r in rows
         ],
         "lllrrrlll",
