@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The test command: installs everything into .venv, checks style, then runs the test suite.
+# The test command: installs everything into .venv, checks style (ruff check and ruff format, pinned in pyproject.toml),
+# then runs the test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh
-.venv/bin/ruff check flashsampling verification proofs tests benchmarks notebooks examples
+PY_TREES=(flashsampling verification proofs tests benchmarks notebooks examples scripts)
+.venv/bin/ruff check "${PY_TREES[@]}"
+.venv/bin/ruff format --check "${PY_TREES[@]}"
 .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"
 if [ "$#" -eq 0 ]; then
   # The newest triton pyproject allows, with the numpy it needs (triton 3.6's interpreter fails on numpy 2.4):
