@@ -9,7 +9,7 @@ import torch
 
 import flashsampling
 
-pytestmark = pytest.mark.skipif(flashsampling.INTERPRET, reason="needs a CUDA device")
+pytestmark = [pytest.mark.skipif(flashsampling.INTERPRET, reason="needs a CUDA device"), pytest.mark.gpu_exclusive]
 
 
 def test_indices_correct_when_BVS_exceeds_2_31():

@@ -84,7 +84,8 @@ def speculative_inputs(case: SpecCase, n: int, seed: int):
         torch.from_numpy(drafts.reshape(-1)).to(torch.int64),
         [k] * n,
         k,
-        torch.arange(1, n + 1, dtype=torch.int64) * k,
+        # int32, as vLLM's spec-decode metadata builds it: compiled, the kernel's ternary refuses int64 (H200 run).
+        torch.arange(1, n + 1, dtype=torch.int32) * k,
         qt.repeat(n, 1).contiguous(),
         p[:k].repeat(n, 1).contiguous(),
         torch.from_numpy(bonus.reshape(n, 1)).to(torch.int64),
