@@ -223,6 +223,7 @@ shipped = select(scores, key)
 print(f"offset 2^{np.log2(OFFSET):.0f}: {ties.mean():.1%} of {n_tie} draws are exact float32 ties")
 equal_keys = int((key[ties, 0] == key[ties, 1]).sum())
 print(f"keys are odd: {bool(np.all(key & 1))}; equal keys among the tied draws: {equal_keys}")
+print(f"every tie to token 0 predicts P(token 0) = 1/2 + (tie fraction)/2 = {0.5 + ties.mean() / 2:.4f}")
 for name, tokens in (("first index (np.argmax)", first_index), ("shipped (score, key, -index)", shipped)):
     res = goodness_of_fit(tokens, np.array([0.5, 0.5]))
     print(f"{name:30s}: P(token 0) = {np.mean(tokens == 0):.4f}  {res.summary()}")
@@ -234,8 +235,8 @@ assert np.array_equal(shipped, sample_twin_many(logits_tied, 1.0, seed=SEED, num
 for offset in (1.0, 2.0**10, 2.0**16, 2.0**20, 2.0**22):
     s = (np.float32(offset) + g).astype(np.float32)
     h = float(np.spacing(np.float32(offset)))
-    print(f"  logits at {offset:>9.0f}: float32 spacing h = {h:.1e}, h/4 = {h / 4:.2%}, "
-          f"ties in {np.mean(s[:, 0] == s[:, 1]):.2%} of the {n_tie} draws")  # fmt: skip
+    print(f"  logits at {offset:>9.0f}: float32 spacing h = {h:.1e}; P(tie) ~ h/4 = {h / 4:.1e}, "
+          f"measured {np.mean(s[:, 0] == s[:, 1]):.1e} in {n_tie} draws")  # fmt: skip
 
 # %% [markdown]
 # ## 6. The argmax of the tiles' winners is the global argmax

@@ -79,14 +79,14 @@ def rows_by(name: str, path: tuple, field: str) -> dict:
 #
 # Notation: $\mu$ the scaled logits the noise is added to, $V'$ the number of finite ones, and $h = 2^{a-24}$ the
 # float32 spacing bound of numbers below $2^a$ in magnitude.  The end-to-end theorem: if $|\max_i \mu_i| \le 2^a - 64$
-# ($7 \le a \le 22$), the token's law is within total variation
+# (for the $a$ of the proofs' table), the token's law is within total variation
 #
 # $$ \underbrace{V'/2^{64}}_{\text{noise grid}} + \underbrace{R(h)}_{\text{score rounding}, O(h^2)}
 #    + \underbrace{2^{-32} h}_{\text{tie keys}} + \text{(a tail term)} $$
 #
 # of $\mathrm{softmax}(\mu)$, with exact arithmetic of $E$ and $G$; $R$ is the proofs' rounding bound.
 # The float32 arithmetic of the noise and the float32 logits are separate lines.  Set `TOP_SCORE`, the largest
-# $|\mu_i|$ you expect (64 covers scaled logits of ordinary language models).
+# $|\mu_i|$ you expect (the table's first entry covers $|\max \mu| \le 2^7 - 64 = 64$).
 
 # %%
 TOP_SCORE = 30.0
