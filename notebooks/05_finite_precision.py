@@ -123,7 +123,8 @@ for term, (value, kind) in budget.items():
     print(f"  {term:52s} {value:9.1e}   {kind}")
 sampler_terms = {k: v for k, (v, kind) in budget.items() if "total" not in k and "2 V'" not in k}
 largest = max(sampler_terms, key=sampler_terms.get)
-print(f"largest term: {largest}")
+own = {k: v for k, v in sampler_terms.items() if "logits" not in k}  # the sampler's, not the target's
+print(f"largest term: {largest}; of the sampler's own terms: {max(own, key=own.get)}")
 first_order = budget["float32 noise arithmetic, first order"][0]
 above = [b for b in sorted(theorem) if theorem[b]["rounding"] > first_order]
 if above:
