@@ -15,8 +15,11 @@ Comparison (:func:`comparable`), up to what legitimately changes between runs an
 * memory addresses (``0x7f...``) are masked; stderr (warnings) is not compared;
 * figures are compared by presence and format, not by bytes.
 
-Everything else printed (the numbers the notebooks compute from fixed seeds) must match exactly.
-``tests/test_notebooks.py`` runs the same comparison in CI.
+Everything else printed (the numbers the notebooks compute from fixed seeds) must match exactly, where it can: each
+``.ipynb`` records in its metadata the :func:`environment` it was built in (kernels interpreted or compiled, and a
+digest of NumPy's floating-point functions, which NumPy dispatches at run time to SIMD code that differs between CPUs:
+a draw at a near-tie may then go the other way).  ``tests/test_notebooks.py`` runs the comparison in CI where the
+environment is the recorded one, and otherwise only the fresh run.
 """
 
 from __future__ import annotations
@@ -42,6 +45,32 @@ _METADATA = {
     "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
     "language_info": {"name": "python"},
 }
+
+
+def numerics_digest() -> str:
+    """A digest of NumPy's float32 and float64 ``log``, ``exp``, ``log1p``, ``expm1`` on fixed inputs (the noise's
+    logarithms, the notebooks' float64 sums): equal digests, equal bits."""
+    import hashlib
+
+    import numpy as np
+
+    x64 = np.concatenate([np.geomspace(2.0**-66, 64.0, 200_001), 1.0 - np.geomspace(2.0**-25, 0.5, 50_001)])
+    h = hashlib.sha256()
+    for x in (x64.astype(np.float32), x64):
+        for f in (np.log, np.exp, np.log1p, np.expm1):
+            with np.errstate(all="ignore"):
+                h.update(f(x if f is not np.exp else -x).tobytes())
+    return h.hexdigest()[:16]
+
+
+def environment() -> dict[str, str]:
+    """What the printed numbers may depend on beyond the code and the seeds: the kernels' mode and NumPy's numerics."""
+    sys.path.insert(0, str(NOTEBOOKS.parent))
+    try:
+        import flashsampling
+    finally:
+        sys.path.pop(0)
+    return {"kernels": "interpreted" if flashsampling.INTERPRET else "compiled", "numerics": numerics_digest()}
 
 
 def select(names: list[str]) -> list[Path]:
@@ -78,7 +107,7 @@ def execute(script: Path, timeout: int = CELL_TIMEOUT_S):
     finally:
         if saved is not None:
             os.environ["MPLBACKEND"] = saved
-    nb.metadata = dict(_METADATA)  # drop what the kernel added (its Python version)
+    nb.metadata = dict(_METADATA, flashsampling=environment())  # drop what the kernel added (its Python version)
     return nb, time.perf_counter() - start
 
 
