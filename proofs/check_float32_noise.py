@@ -448,6 +448,15 @@ def class_boundaries(e: int, m_lo: int, m_hi: int) -> np.ndarray:
     return c
 
 
+def gumbel_at_x(x: np.ndarray, top) -> np.ndarray:
+    """``G*(x, top)``: the exact Gumbel value at the real number ``x`` (float32 ``x`` = ``U`` for ``top = 0``, ``1 - U``
+    for ``top = 1``), in float64: ``-log(-log x)`` or ``-log(-log1p(-x))`` (relative error a few ``2**-53``)."""
+    x64 = np.asarray(x, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        e = np.where(np.asarray(top) == 1, -np.log1p(-x64), -np.log(x64))
+        return -np.log(e)
+
+
 def planted_no_correction(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
     """A planted defect: ``E = -log(fl(1 - x))`` for ``U >= 1/2``, without the Fast2Sum correction ``d / y`` (``E = 0``
     once ``x < 2**-25``)."""
@@ -488,6 +497,11 @@ class ScanAccumulator:
         self.mean_num = np.zeros(G_EDGES.size + 1)  # sum over grid points of (G_twin - G) / 2**64, by bin of G
         self.mass = np.zeros(G_EDGES.size + 1)  # grid points / 2**64, by bin of G
         self.inversions = 0  # adjacent classes whose E (or G) is out of order in U
+        # The error split at the class's float32 x (section 6, "Any noise function of x"): |G*(x) - G| by bin of the
+        # exact G (the rounding of x: the same for every noise function of x), and the twin's |G_twin - G*(x)| by
+        # bin of G*(x) (its arithmetic given x), G*(x) the exact Gumbel value at the real number x.
+        self.g_x_abs = np.zeros(G_EDGES.size + 1)
+        self.g_arith_abs = np.zeros(G_EDGES.size + 1)
 
     def _keep(self, name: str, ratio: np.ndarray, c: np.ndarray, top: int) -> None:
         i = int(np.argmax(ratio))
@@ -509,6 +523,11 @@ class ScanAccumulator:
         if not same:
             raise ArithmeticError("the noise is not constant on a class of equal x: the scan's classes are wrong")
         e32, g32 = e_lo.astype(np.float64), g_lo.astype(np.float64)
+        x = side_x(lo)
+        if not np.array_equal(x.view(np.uint32), side_x(hi).view(np.uint32)):
+            raise ArithmeticError("x is not constant on a class: the scan's classes are wrong")
+        g_star = gumbel_at_x(x, top)
+        self.g_arith_abs = np.maximum(self.g_arith_abs, _bin_max(G_EDGES, g_star, np.abs(g32 - g_star)))
         # The exact E and G are monotone in k, so on a class their errors are largest at its two ends.
         for ex, c in ((x_lo, lo), (x_hi, hi)):
             gx = -np.log(ex)
@@ -517,6 +536,7 @@ class ScanAccumulator:
             self._keep("g_ratio", dg / (G_ERR_COEF * (1.0 + np.abs(gx))), c, top)
             self.e_abs = np.maximum(self.e_abs, _bin_max(E_EDGES, ex, de))
             self.g_abs = np.maximum(self.g_abs, _bin_max(G_EDGES, gx, dg))
+            self.g_x_abs = np.maximum(self.g_x_abs, _bin_max(G_EDGES, gx, np.abs(g_star - gx)))
         n = (hi - lo + np.uint64(1)).astype(np.float64) / _M64
         g_mid = -0.5 * (np.log(x_lo) + np.log(x_hi))  # the class's mean exact G, to second order in its width
         b = np.searchsorted(G_EDGES, g_mid)
@@ -538,6 +558,8 @@ class ScanAccumulator:
         self.mean_num += other.mean_num
         self.mass += other.mass
         self.inversions += other.inversions
+        self.g_x_abs = np.maximum(self.g_x_abs, other.g_x_abs)
+        self.g_arith_abs = np.maximum(self.g_arith_abs, other.g_arith_abs)
 
 
 def brute_blocks(c_lo: int = 0, c_hi: int = BRUTE_LIMIT, block: int = 1 << 22):
@@ -615,6 +637,8 @@ def exhaustive_scan(labels=SCAN_PARTS, noise_fns=None, progress: bool = False) -
         "g_abs_by_bin": total.g_abs.tolist(),
         "g_mean_by_bin": mean.tolist(),
         "g_mass_by_bin": total.mass.tolist(),
+        "g_x_abs_by_bin": total.g_x_abs.tolist(),
+        "g_arith_abs_by_bin": total.g_arith_abs.tolist(),
         "seconds": round(time.perf_counter() - t0, 1),
     }
 
