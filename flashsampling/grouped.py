@@ -368,6 +368,13 @@ def sample_grouped_from_logits(
 # --------------------------------------------------------------------------------------------
 
 
+def select_group(scores: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The group draw's rule along the last axis, as ``combine_groups_kernel`` applies it: the larger float64 score,
+    then the larger key ``w2`` (the whole word, not ``w2 | 1``), then the first group."""
+    m = scores.max(axis=-1, keepdims=True)
+    return np.argmax(np.where(scores == m, np.asarray(keys).astype(np.int64), -3), axis=-1)
+
+
 def combine_groups_np(logmass, best, key, index, starts, greedy, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """NumPy twin of :func:`combine_groups`: ``(tokens (B, S), choice (B, S))``, bit for bit.
 
@@ -383,8 +390,7 @@ def combine_groups_np(logmass, best, key, index, starts, greedy, seed: int) -> t
     gr = np.asarray(greedy, dtype=bool)[:, None, None]
     score = np.where(gr, best.astype(np.float64), logmass[:, None, :] + g)
     kk = np.where(gr, np.asarray(key, dtype=np.int64), gkey.astype(np.int64))
-    m = score.max(axis=-1, keepdims=True)
-    choice = np.argmax(np.where(score == m, kk, -3), axis=-1)
+    choice = select_group(score, kk)
     tokens = np.take_along_axis(np.asarray(index, dtype=np.int64), choice[..., None], axis=-1)[..., 0]
     return tokens, choice
 
@@ -494,5 +500,5 @@ def choose_groups_np(L: np.ndarray, starts: np.ndarray, seed: int, n: int, *, ro
     for s0 in range(0, n, per):
         smp = np.arange(s0, min(n, s0 + per), dtype=np.uint32)[:, None]
         g, key = group_noise_np(seed, row, ids, smp, STREAM_GROUP)
-        out[s0 : s0 + smp.shape[0]] = select(L[None, :] + g, key)
+        out[s0 : s0 + smp.shape[0]] = select_group(L[None, :] + g, key)
     return out
