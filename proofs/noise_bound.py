@@ -63,9 +63,9 @@ def gamma2_cdf(y: np.ndarray) -> np.ndarray:
 
 
 def psi_upper(eps_hat: np.ndarray, step: float = 0.005, l_max: float = 60.0) -> tuple[np.ndarray, np.ndarray]:
-    """``(l_j, U_j)``: ``U_j >= psi(l)`` for every ``l`` in ``[l_j, l_j + step]`` (``step <= BIN``): the expectation of
-    the bins shifted by at most one (``l - log Gamma_2`` moves by at most ``step`` across the interval) against the exact
-    Gamma(2) probabilities of the bins, times ``1 - e**-(l_j + step)``."""
+    """``(l_j, U_j)``: ``U_j >= psi(l)`` for every ``l`` in ``[l_j, l_j + step]`` (``step <= BIN``): the expectation
+    of the bins shifted by at most one (``l - log Gamma_2`` moves by at most ``step`` across the interval) against the
+    exact Gamma(2) probabilities of the bins, times ``1 - e**-(l_j + step)``."""
     if step > BIN:
         raise ValueError("step must not exceed the bin width")
     e = np.asarray(eps_hat, dtype=float)
