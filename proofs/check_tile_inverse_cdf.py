@@ -357,8 +357,9 @@ def run(V: int = 151936, n_exp2: int = 1 << 22, eta: float | None = None) -> dic
     if eta is None:
         eta = load_exp2_exhaustive()["max_rel"]
     out = {"exp2_max_rel": spot, "exp2_ulps": spot / 2.0**-24, "eta": eta,
-           "eta_documented_units": documented_eta_units(), "index_law": index_law_trials(), "boundaries": shipped_draw_at_boundaries(),
-           "boundaries_planted": planted_off_by_one_draws(), "rows": {}}  # fmt: skip
+           "eta_documented_units": documented_eta_units(), "index_law": index_law_trials(),
+           "boundaries": shipped_draw_at_boundaries(), "boundaries_planted": planted_off_by_one_draws(),
+           "rows": {}}  # fmt: skip
     for name, (z, temperature) in example_rows(V).items():
         s = scores_of(z, temperature)
         target = _normalize(s.astype(np.float64))

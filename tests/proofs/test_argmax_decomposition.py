@@ -61,8 +61,11 @@ def test_fast_pass_check_catches_a_broken_fast_pass(planted):
     assert wrong > 0
 
 
-@pytest.mark.xfail(strict=True, reason="reported: the Triton epilogue's paired path gives a full tie (equal scores and "
-                   "equal keys) to the even token (best_even >= best_odd), the twin to the lower index")
+@pytest.mark.xfail(
+    strict=True,
+    reason="reported: the Triton epilogue's paired path gives a full tie (equal scores and "
+    "equal keys) to the even token (best_even >= best_odd), the twin to the lower index",
+)
 def test_full_tie_goes_to_the_lower_index():
     """argmax_decomposition.md, "What the kernels compare": a greedy row whose two maxima (indices 5 and 16) have equal
     tie keys for seed 5881069 -- the twin returns the lower index, 5; the kernel must too."""
