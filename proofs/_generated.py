@@ -95,6 +95,28 @@ def sci(x: float, digits: int = 2) -> str:
     return f"{mant}\\times10^{{{exp}}}"
 
 
+def _round_up(x: float, digits: int) -> float:
+    """``x > 0`` rounded up to ``digits`` significant digits (never below ``x``)."""
+    exp = math.floor(math.log10(x))
+    scale = 10.0 ** (exp - digits + 1)
+    up = math.ceil(x / scale) * scale
+    return up if up >= x else up + scale
+
+
+def sci_up(x: float, digits: int = 2) -> str:
+    """A bound as :func:`sci` writes it, rounded *up* in its last digit (a bound quoted below its value would be
+    false): ``6.21e-11`` is ``6.3\\times10^{-11}``."""
+    if x <= 0 or not math.isfinite(x):
+        return sci(x, digits)
+    return sci(_round_up(x, digits), digits)
+
+
+def short_up(x: float) -> str:
+    """A bound in the README's short form (``6.3e-11``), rounded up in its last digit."""
+    mant, e = f"{_round_up(x, 2):.1e}".split("e")
+    return f"{mant}e{int(e)}"
+
+
 def fmt_p(p: float) -> str:
     """A p-value as quoted: 3 decimals, or scientific below 1e-3."""
     if p < 1e-300:

@@ -57,30 +57,31 @@ def widen(eps: np.ndarray, width: float) -> np.ndarray:
 
 def gamma2_cdf(y: np.ndarray) -> np.ndarray:
     """``P(Gamma_2 <= y) = 1 - (1 + y) e**-y`` (``y >= 0``), computed as ``-expm1(-y) - y e**-y`` for accuracy."""
-    y = np.asarray(y, dtype=float)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.where(y <= 0, 0.0, np.where(np.isinf(y), 1.0, -np.expm1(-y) - y * np.exp(-y)))
+    y = np.minimum(np.asarray(y, dtype=float), 800.0)  # (beyond, the value is 1 to float64's precision)
+    return -np.expm1(-y) - y * np.exp(-y)
 
 
-def psi_upper(eps_hat: np.ndarray, step: float = 0.005, l_max: float = 60.0) -> tuple[np.ndarray, np.ndarray]:
+def psi_upper(eps_hat: np.ndarray, step: float = BIN, l_max: float = 50.0) -> tuple[np.ndarray, np.ndarray]:
     """``(l_j, U_j)``: ``U_j >= psi(l)`` for every ``l`` in ``[l_j, l_j + step]`` (``step <= BIN``): the expectation
     of the bins shifted by at most one (``l - log Gamma_2`` moves by at most ``step`` across the interval) against the
-    exact Gamma(2) probabilities of the bins, times ``1 - e**-(l_j + step)``."""
+    exact Gamma(2) probabilities of the bins, times ``1 - e**-(l_j + step)``.  (Beyond ``l_max = 50``, ``psi`` is
+    below ``max eps * P(Gamma_2 > e**4.9)``, far below its maximum: the majorant's flat part covers it.)"""
     if step > BIN:
         raise ValueError("step must not exceed the bin width")
     e = np.asarray(eps_hat, dtype=float)
     shifted = np.maximum(e, np.r_[e[1:], 0.0])  # bin b or b + 1
-    lo = np.r_[-np.inf, G_EDGES]  # bin b is (lo[b], hi[b]]
-    hi = np.r_[G_EDGES, np.inf]
+    nz = np.flatnonzero(shifted > 0)
+    lo_bin, hi_bin = nz.min(), nz.max()
+    # bin b is (padded[b], padded[b + 1]]: the edges that bound the bins lo_bin..hi_bin
+    padded = np.r_[-np.inf, G_EDGES, np.inf]
+    edges = padded[lo_bin : hi_bin + 2]
+    weights = shifted[lo_bin : hi_bin + 1]
     ls = np.arange(0.0, l_max + step / 2, step)
     out = np.empty(ls.size)
-    nz = np.flatnonzero(shifted > 0)
-    for j0 in range(0, ls.size, 512):
-        lj = ls[j0 : j0 + 512, None]
-        # g = l - log G in (lo, hi]  <=>  G in [e**(l - hi), e**(l - lo))
-        with np.errstate(over="ignore"):
-            prob = gamma2_cdf(np.exp(lj - lo[nz])) - gamma2_cdf(np.exp(lj - hi[nz]))
-        out[j0 : j0 + 512] = prob @ shifted[nz]
+    for j0 in range(0, ls.size, 1024):
+        with np.errstate(over="ignore"):  # g = l - log G in (lo, hi]  <=>  G in [e**(l - hi), e**(l - lo))
+            cdf = gamma2_cdf(np.exp(ls[j0 : j0 + 1024, None] - edges[None, :]))
+        out[j0 : j0 + 1024] = (cdf[:, :-1] - cdf[:, 1:]) @ weights
     return ls, out * -np.expm1(-(ls + step))
 
 
@@ -101,8 +102,20 @@ def upper_concave_hull(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.nda
     return hx[: top + 1], hy[: top + 1]
 
 
-def psi_hat(eps_hat: np.ndarray, step: float = 0.005, l_max: float = 60.0):
-    """The least concave majorant of :func:`psi_upper`'s step function, as a callable of the entropy ``H`` (nats)."""
+_PSI_CACHE: dict = {}
+
+
+def psi_hat(eps_hat: np.ndarray, step: float = BIN, l_max: float = 50.0):
+    """The least concave majorant of :func:`psi_upper`'s step function, as a callable of the entropy ``H`` (nats)
+    (cached by the bins' bytes: the end-to-end tables ask for the same bins many times)."""
+    key = (np.asarray(eps_hat, dtype=float).tobytes(), step, l_max)
+    if key not in _PSI_CACHE:
+        _PSI_CACHE.clear() if len(_PSI_CACHE) > 16 else None
+        _PSI_CACHE[key] = _psi_hat(np.asarray(eps_hat, dtype=float), step, l_max)
+    return _PSI_CACHE[key]
+
+
+def _psi_hat(eps_hat: np.ndarray, step: float, l_max: float):
     ls, up = psi_upper(eps_hat, step, l_max)
     x = np.repeat(ls, 2)
     x[1::2] += step
@@ -115,17 +128,19 @@ def psi_hat(eps_hat: np.ndarray, step: float = 0.005, l_max: float = 60.0):
 
 
 def total_variation_of_window(eps_hat: np.ndarray, c_f: float) -> float:
-    """An upper bound on the total variation (in ``t``) of ``Phi(t) = 2 c_f eps_hat(t) f(t) + 2**-64``: the jumps of
-    the bins times ``max f = 1/e``, plus ``max eps_hat`` times the total variation of ``f`` (``2/e``)."""
+    """An upper bound on the total variation (in ``t``) of ``Phi(t) = 2 c_f eps_hat(t) f(t)`` (plus a constant): the
+    jumps of the bins times ``max f = 1/e``, plus ``max eps_hat`` times the total variation of ``f`` (``2/e``)."""
     e = np.asarray(eps_hat, dtype=float)
     jumps = float(np.abs(np.diff(np.r_[0.0, e, 0.0])).sum())
     return 2.0 * c_f * (jumps / math.e + float(e.max()) * 2.0 / math.e)
 
 
-def noise_bound(eps: np.ndarray, h: float, num_finite: int, entropy: float | None = None, psi=None) -> dict:
+def noise_bound(eps: np.ndarray, h: float, num_finite: int, entropy: float | None = None, psi=None,
+                grid_bits: int = 64) -> dict:  # fmt: skip
     """Theorem 9's bound for noise error bins ``eps`` (:func:`bins_from_split`, or an exhaustive scan's own), float32
     score buckets of width at most ``h``, ``V' = num_finite`` finite logits and a law of entropy ``entropy`` nats
-    (``None``: the worst case ``log V'``).  Returns the terms and their sum."""
+    (``None``: the worst case ``log V'``), on the midpoint grid of ``grid_bits`` bits (64: the generator's; the grid's
+    distribution function is within ``2**-(grid_bits + 1)`` of the Gumbel one).  Returns the terms and their sum."""
     eps = np.asarray(eps, dtype=float)
     e_max = float(eps.max())
     width = h + 3.0 * e_max
@@ -134,7 +149,7 @@ def noise_bound(eps: np.ndarray, h: float, num_finite: int, entropy: float | Non
     psi = psi or psi_hat(eps_hat)
     H = math.log(num_finite) if entropy is None else float(entropy)
     main = 4.0 * c_f * float(psi(H))
-    grid = 2.0 * num_finite * 2.0**-64
-    coupling = 2.0 * num_finite * (num_finite - 1) * 2.0**-65 * total_variation_of_window(eps_hat, c_f)
+    grid = 2.0 * num_finite * 2.0**-grid_bits
+    coupling = 2.0 * num_finite * (num_finite - 1) * 2.0 ** -(grid_bits + 1) * total_variation_of_window(eps_hat, c_f)
     return {"eps_max": e_max, "c_f": c_f, "entropy": H, "main": main, "grid": grid, "coupling": coupling,
             "total": main + grid + coupling}  # fmt: skip
