@@ -271,6 +271,11 @@ REGISTRY = {
     ("check_tile_inverse_cdf", "run"): "test_tile_inverse_cdf.py::test_design_passes_and_every_defect_is_caught",
     ("counters", "layout_mismatches"): "test_counters.py::test_a_twin_off_its_documented_block_is_caught",
     ("noise_bound", "noise_bound"): "test_theorem_9_is_not_vacuous",
+    ("check_end_to_end", "theorem9_on_exact_laws"): "test_theorem_9_is_not_vacuous",
+    ("gpu_checks", "noise_arithmetic"): "test_gpu_checks.py::test_a_noise_off_the_twin_is_caught",
+    ("gpu_checks", "x_from_words"): "test_gpu_checks.py::test_an_x_off_the_twin_is_caught",
+    ("gpu_checks", "accumulation"): "test_gpu_checks.py::test_an_accumulation_bound_too_small_is_caught",
+    ("gpu_checks", "near_ties"): "test_a_float32_group_noise_is_caught",
 }  # fmt: skip
 
 #: Public functions that are not checks: helpers, planted defects, renderers, identities of the proofs' algebra
@@ -326,6 +331,17 @@ NOT_CHECKS = {
         "planted_off_by_one_draws",
     },
     "counters": {"quoted_layout"},
+    "gpu_checks": {
+        "kernel_logits", "environment", "run",
+        # compiled-only comparisons: in the interpreter tl.log is NumPy's log and the division is exact, so the
+        # GPU run is what can fail them (their verdicts are checked on its JSON by test_end_to_end.py)
+        "positive_log_check", "division_check", "exp_log_check",
+    },
+    "check_end_to_end": {
+        "interpreter_bins", "compiled_bins", "load_gpu", "temperature_term", "theorem7_term", "group_draw_term",
+        "logmass_term", "coin_term", "running_logmass_term", "tile_weights_term", "tile_logmass_term", "noise_term",
+        "theorems",  # the proved terms' arithmetic
+    },
     "noise_bound": {"bins_from_split", "widen", "gamma2_cdf", "psi_upper", "upper_concave_hull", "psi_hat",
                     "total_variation_of_window"},
 }  # fmt: skip
