@@ -462,7 +462,7 @@ def verdicts(res: dict) -> dict[str, bool]:
 
 
 def render(res: dict) -> dict[str, str]:
-    from proofs._generated import md_table, sci
+    from proofs._generated import md_table, sci, sci_up
 
     ratios = {}
     for r in res["rounding"]:
@@ -496,7 +496,12 @@ def render(res: dict) -> dict[str, str]:
     )
     t_comb = md_table(
         [
-            [f"$2^{{{c['a']}}} - 64$", f"$2^{{{c['a'] - 24}}}$", f"${sci(c['rounding'])}$", f"${sci(c['total'])}$"]
+            [
+                f"$2^{{{c['a']}}} - 64$",
+                f"$2^{{{c['a'] - 24}}}$",
+                f"${sci_up(c['rounding'])}$",
+                f"${sci_up(c['total'])}$",
+            ]
             for c in res["combined"]
         ],
         header=["$\\lvert\\max_i \\mu_i\\rvert \\le$", "$h$", "rounding term (5.1)", "Theorem 7, $V' = 2^{18}$"],
@@ -523,8 +528,8 @@ def render(res: dict) -> dict[str, str]:
     ])  # fmt: skip
     c = {x["a"]: x for x in res["combined"]}
     headline = (
-        f"${sci(c[7]['total'])}$ in all while $\\lvert\\max\\mu\\rvert \\le 64$, ${sci(c[10]['total'])}$ "
-        f"up to $2^{{10}}$, ${sci(c[20]['total'])}$ up to $2^{{20}}$, and ${sci(c[21]['total'])}$ once the top "
+        f"${sci_up(c[7]['total'])}$ in all while $\\lvert\\max\\mu\\rvert \\le 64$, ${sci_up(c[10]['total'])}$ "
+        f"up to $2^{{10}}$, ${sci_up(c[20]['total'])}$ up to $2^{{20}}$, and ${sci_up(c[21]['total'])}$ once the top "
         "score reaches $2^{20}$ (spacing $2^{-3}$)."
     )
     return {"rounding": t_round, "hybrid": t_hybrid, "combined": t_comb, "logits": t_logits, "headline": headline}

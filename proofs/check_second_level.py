@@ -854,7 +854,7 @@ def verdicts(res: dict) -> dict[str, bool]:
 
 
 def render(res: dict) -> dict[str, str]:
-    from proofs._generated import md_table, sci
+    from proofs._generated import md_table, sci, sci_up
 
     lem, coin, v1 = res["lemmas"], res["coin"], res["coin_v1"]
     lg, ex, gb = lem["log64"], lem["exp64"], lem["gumbel64"]
@@ -868,13 +868,13 @@ def render(res: dict) -> dict[str, str]:
          + ("holds" if ex["sterbenz"] else "**fails**")),
         ("Lemma 8.3, the float64 group noise at every grid point",
          f"$c_E = {gb['c_E']:.3f}$; $\\lvert G_{{64}} - G\\rvert \\le u\\,({gb['A']:.3f} + {gb['B']:.3f}"
-         f"\\lvert G\\rvert)$; $D_{{G64}} \\le {sci(gb['D_G64'])}$"),
+         f"\\lvert G\\rvert)$; $D_{{G64}} \\le {sci_up(gb['D_G64'])}$"),
         (f"`group_draw_near_ties`: {48} rows whose two groups' exact scores (40-digit noise) differ by "
          f"$\\pm{NEAR_TIE:g}$; the shipped combine kernel (interpreted), `combine_groups_np`, `choose_groups_np`",
          f"wrong choices: {', '.join(str(v) for v in res['near_ties'].values())}; planted float32 group noise: "
          f"{', '.join(str(v) for v in res['near_ties_planted'].values())}"),
         ("group draw over $K$ groups: $K/2^{64} + 2K D_{G64}$",
-         ", ".join(f"$K = {k}$: ${sci(v)}$" for k, v in lem["group_bounds"].items())),
+         ", ".join(f"$K = {k}$: ${sci_up(v)}$" for k, v in lem["group_bounds"].items())),
         ("Theorem 8.4, the merge coin: $\\theta/u = ((1 + c_e u)(1 + u)/(1 - u) - 1)/u$",
          f"${lem['theta'] / 2.0**-53:.3f}$"),
         (f"`constants_ok`: the shipped constants are the design's ({len(res['constants'])} checks)",
@@ -895,14 +895,14 @@ def render(res: dict) -> dict[str, str]:
                      for t, v in res["coin_v1_at"].items())
          + ": far outside Theorem 8.4"),
         ("`kolmogorov_bounds` of the float32 token noise (from the exhaustive scan's error bins; §6, Theorem 7)",
-         f"$D_E \\le {sci(kb['D_E'])}$ (near $t = {kb['D_E_at']:.2f}$), $D_G \\le {sci(kb['D_G'])}$ "
+         f"$D_E \\le {sci_up(kb['D_E'])}$ (near $t = {kb['D_E_at']:.2f}$), $D_G \\le {sci_up(kb['D_G'])}$ "
          f"(near $g = {kb['D_G_at']:.2f}$)"),
         ("first-order change of a Gumbel-max draw by the float32 token noise (eq. (6.4), exhaustive $m(g)$)",
          f"${sci(fo['tv'])}$"),
         (f"`logmass_example`: the shipped stage 1's float32 tile log-masses, {lm['v']} logits $N(0, 2^2)$, $T = 0.7$, "
          f"tiles of {lm['block_v']}, against 30-digit `logsumexp`",
          f"$\\max\\lvert\\hat L - L\\rvert = {sci(lm['max_abs_error'])}$; TV of the group law ${sci(lm['tv'])}$ "
-         f"(worst-case bound $\\tanh(\\varepsilon/2) = {sci(lm['tv_bound'])}$)"),
+         f"(worst-case bound $\\tanh(\\varepsilon/2) = {sci_up(lm['tv_bound'])}$)"),
     ]  # fmt: skip
     return {"second-level": md_table(rows)}
 
