@@ -128,7 +128,7 @@ def test_bf16_tile_log_masses_are_caught(monkeypatch):
 
 
 def test_a_polynomial_one_ulp_off_is_caught(monkeypatch):
-    """exp2_error_binade against the documented eta: c_1 one ulp up gives 1.92 * 2**-24 (the old threshold, 2, let it
+    """exp2_error against the documented eta: c_1 one ulp up gives 1.92 * 2**-24 (the old threshold, 2, let it
     pass); exp2_tiny_is_one: c_0 one ulp up breaks P(tiny) = 1."""
     from flashsampling.tile_cdf import weights
 
@@ -262,8 +262,10 @@ REGISTRY = {
     ("check_tensor_parallel", "check_worlds"): "test_tensor_parallel.py::test_every_planted_defect_is_caught",
     ("check_tensor_parallel", "group_noise_near_ties"): "test_a_float32_group_noise_is_caught",
     ("check_tile_inverse_cdf", "exp2_error"): "test_a_polynomial_one_ulp_off_is_caught",
-    ("check_tile_inverse_cdf", "exp2_error_binade"): "test_a_polynomial_one_ulp_off_is_caught",
-    ("check_tile_inverse_cdf", "exp2_error_exhaustive"): "test_a_polynomial_one_ulp_off_is_caught",
+    ("check_tile_inverse_cdf", "exp2_error_binade"):
+        "test_tile_inverse_cdf.py::test_exp2_scan_catches_a_wrong_coefficient",
+    ("check_tile_inverse_cdf", "exp2_error_exhaustive"):
+        "test_tile_inverse_cdf.py::test_exp2_scan_catches_a_wrong_coefficient",
     ("check_tile_inverse_cdf", "exp2_tiny_is_one"): "test_a_polynomial_one_ulp_off_is_caught",
     ("check_tile_inverse_cdf", "index_law_trials"): "test_an_off_by_one_in_the_proofs_draw_is_caught",
     ("check_tile_inverse_cdf", "shipped_draw_at_boundaries"): "test_an_off_by_one_in_the_shipped_tile_draw_is_caught",
