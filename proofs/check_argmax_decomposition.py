@@ -36,7 +36,6 @@ from scipy import stats
 if __package__ in (None, ""):  # run as `python proofs/check_argmax_decomposition.py`: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.probes.approx_noise import APPROX_GUMBEL_TOL  # noqa: E402
 from flashsampling import noise  # noqa: E402
 from flashsampling.noise import STREAM_TIE, STREAM_TOKEN, philox4x32_np, split_seed  # noqa: E402
 from flashsampling.reference import perturbed_scores_twin  # noqa: E402
@@ -288,116 +287,11 @@ def fast_pass_trials(n_trials: int = 3000, seed: int = 3, planted: str | None = 
     return wrong, handed, kept
 
 
-#: The per-token error the filter's proof assumes: the measured bound of ``|slope * A - G|`` that
-#: ``tests/test_noise.py`` asserts (``APPROX_GUMBEL_TOL - 2**-18``), plus the rounding of the product ``A * slope``
-#: when it is not fused (at most ``2**-24 * 46``).
-FILTER_TOKEN_ERROR = APPROX_GUMBEL_TOL - 2.0**-18 + 46 * 2.0**-24
-
-
-def filtered_fast_pass(
-    base: np.ndarray, log_e: np.ndarray, approx: np.ndarray, width: int, margin_abs: float = 2 * APPROX_GUMBEL_TOL
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The fast pass with the approximate filter (:func:`flashsampling.kernels.pingpong._scan_tile_filtered`).
-
-    Row ``r``'s exact scores are ``fl(base - log_e)`` (float32); its approximate scores ``approx`` (float32).  Per
-    slot: the running approximate maximum (strict ``>``), its chunk and its ``base``, and the largest approximate
-    score of the slot's other tokens.  A row is kept when its approximate maximum is attained in one slot and
-    every other token's approximate score is below ``top - (margin_abs + 2**-20 |top|)`` (float32, as the
-    kernel); its score is then recomputed as ``fl(base - log_e)`` at the kept column.  Returns
-    ``(needs_exact_pass, position, score)`` per row (all finite inputs here)."""
-    f32 = np.float32
-    rows, cols = approx.shape
-    chunks = -(-cols // width)
-    pad = chunks * width - cols
-    a = np.pad(approx, ((0, 0), (0, pad)), constant_values=-np.inf).astype(f32)
-    b = np.pad(base, ((0, 0), (0, pad)), constant_values=-np.inf).astype(f32)
-    run = np.full((rows, width), -np.inf, dtype=f32)
-    sec = np.full((rows, width), -np.inf, dtype=f32)
-    kept_base = np.zeros((rows, width), dtype=f32)
-    chunk_of = np.zeros((rows, width), dtype=np.int64)
-    for c in range(chunks):
-        s = a[:, c * width : (c + 1) * width]
-        gt = s > run
-        chunk_of = np.where(gt, c, chunk_of)
-        kept_base = np.where(gt, b[:, c * width : (c + 1) * width], kept_base)
-        sec = np.maximum(sec, np.minimum(run, s))
-        run = np.maximum(run, s)
-    top = run.max(axis=1)
-    hit = run == top[:, None]
-    other = np.where(hit, sec, run).max(axis=1)
-    threshold = top - (f32(margin_abs) + f32(2.0**-20) * np.abs(top))
-    needs = (hit.sum(axis=1) > 1) | (other >= threshold)
-    pos = np.where(hit, chunk_of * width + np.arange(width)[None, :], 2**62).min(axis=1)
-    pos = np.where(needs, 0, pos)
-    score = (np.where(hit, kept_base, -np.inf).max(axis=1) - log_e[np.arange(rows), pos]).astype(f32)
-    return needs, pos, score
-
-
-def filter_trials(n_trials: int = 2000, seed: int = 5, margin_abs: float = 2 * APPROX_GUMBEL_TOL):
-    """``(wrong, rows handed to the exact pass, rows kept)`` of :func:`filtered_fast_pass`; ``wrong`` must be 0.
-
-    Rows of float32 scaled logits at scales from 1 to 1e5, exact noise logs ``log_e`` in ``[-46, 4]``, and
-    adversarial near-ties: copies of the top token whose ``log_e`` differs by up to a few margins (or not at all),
-    with the approximation's error set to ``+-FILTER_TOKEN_ERROR`` against the truth on those pairs (random within
-    it elsewhere).  A kept row is wrong if its exact maximum is not attained once, at the kept column, with the
-    recomputed score.  ``margin_abs=0`` is the planted defect the check must catch."""
-    rng = np.random.default_rng(seed)
-    f32 = np.float32
-    wrong = handed = kept = 0
-    for _ in range(n_trials):
-        width = int(rng.choice([2, 4, 8, 16]))
-        cols = int(rng.integers(2, 200))
-        scale = float(rng.choice([1.0, 30.0, 1e3, 1e5]))
-        base = (rng.standard_normal((4, cols)) * scale * rng.random()).astype(f32)
-        log_e = rng.uniform(-46.0, 4.0, (4, cols)).astype(f32)
-        exact = (base - log_e).astype(f32)
-        err = rng.uniform(-1.0, 1.0, (4, cols)) * FILTER_TOKEN_ERROR
-        for r in range(4):
-            top = int(np.argmax(exact[r]))
-            for j in rng.choice(cols, size=min(cols, int(rng.integers(1, 4))), replace=False):
-                if j == top:
-                    continue
-                base[r, j] = base[r, top]
-                step = rng.choice([0.0, 1.0]) * rng.uniform(-3.0, 3.0) * margin_abs if margin_abs else 1e-6
-                log_e[r, j] = f32(log_e[r, top] + step)
-                err[r, j], err[r, top] = FILTER_TOKEN_ERROR, -FILTER_TOKEN_ERROR  # push j up, the top down
-        exact = (base - log_e).astype(f32)
-        approx = (base.astype(np.float64) - log_e.astype(np.float64) + err).astype(f32)
-        needs, pos, score = filtered_fast_pass(base, log_e, approx, width, margin_abs)
-        for r in range(4):
-            if needs[r]:
-                handed += 1
-                continue
-            kept += 1
-            row = exact[r]
-            wrong += int(int((row == row.max()).sum()) != 1 or int(np.argmax(row)) != pos[r] or score[r] != row.max())
-    return wrong, handed, kept
-
-
-def filter_handover_rate(
-    temperature: float | None, rows: int = 200_000, cols: int = 256, sd: float = 1.28, seed: int = 7
-) -> float:
-    """The fraction of rows that the filter hands to the exact pass: rows of ``cols`` tokens (one 256-column tile)
-    with logits ``N(0, sd**2)`` (the benchmarks' ``h @ W.T``: sd = 1.28), scores ``z / T + G`` (``temperature=None``:
-    greedy, ``z``), whose two best scores are within the margin ``2 tau + 2**-20 |top|`` (the approximation's error
-    is ignored here: it moves the rate by a relative 1e-5)."""
-    rng = np.random.default_rng(seed)
-    close = 0
-    for start in range(0, rows, 20_000):
-        n = min(20_000, rows - start)
-        z = rng.standard_normal((n, cols)) * sd
-        s = (z if temperature is None else z / temperature + rng.gumbel(size=(n, cols))).astype(np.float32)
-        second, top = np.sort(s, axis=1)[:, -2:].T
-        close += int((second >= top - (2 * APPROX_GUMBEL_TOL + 2.0**-20 * np.abs(top))).sum())
-    return close / rows
-
-
 def collect() -> dict:
     """The numbers argmax_decomposition.md quotes."""
     mism, ties = decomposition_trials()
     laws = {f"{m},{k}": [str(q) for q in tie_break_law(m, k)] for m, k in ((2, 4), (3, 4), (2, 16))}
     wrong, handed, kept = fast_pass_trials()
-    fwrong, fhanded, fkept = filter_trials()
     return {
         "decomposition": {"mismatches": mism, "ties": ties},
         "first_seen": list(first_seen_counterexample()),
@@ -409,13 +303,11 @@ def collect() -> dict:
         "greedy_chi2_p": greedy_tie_uniformity(),
         "fast_pass": {"wrong": wrong, "handed": handed, "kept": kept,
                       "planted": {p: fast_pass_trials(planted=p)[0] for p in ("no-tie-bit", "no-nan-sum")}},
-        "filter": {"wrong": fwrong, "handed": fhanded, "kept": fkept, "planted": filter_trials(margin_abs=0.0)[0]},
-        "handover": {str(t): filter_handover_rate(t) for t in (0.9, 100.0, None)},
     }  # fmt: skip
 
 
 def verdicts(res: dict) -> dict[str, bool]:
-    fp, fl = res["fast_pass"], res["filter"]
+    fp = res["fast_pass"]
     return {
         "decomposition holds": res["decomposition"]["mismatches"] == 0,
         "first-seen rule depends on the order": res["first_seen"][0] != res["first_seen"][1],
@@ -427,14 +319,13 @@ def verdicts(res: dict) -> dict[str, bool]:
         "tiles = untiled": res["tiles_mismatches"] == 0,
         "greedy ties uniform (p > 1e-3)": res["greedy_chi2_p"] > 1e-3,
         "fast pass exact, planted defects caught": fp["wrong"] == 0 and all(v > 0 for v in fp["planted"].values()),
-        "filter exact, zero margin caught": fl["wrong"] == 0 and fl["planted"] > 0,
     }  # fmt: skip
 
 
 def render(res: dict) -> dict[str, str]:
     from proofs._generated import fmt_p, md_table, sci
 
-    d, fp, fl, ho = res["decomposition"], res["fast_pass"], res["filter"], res["handover"]
+    d, fp = res["decomposition"], res["fast_pass"]
     laws = "; ".join(f"$m={mk.split(',')[0]}, K={mk.split(',')[1]}$: $({', '.join(law)})$"
                      for mk, law in res["tie_laws"].items())  # fmt: skip
     dev = ", ".join(sci(res["tie_deviation"][m], 3) for m in ("2", "3", "4"))
@@ -460,14 +351,6 @@ def render(res: dict) -> dict[str, str]:
          "masked columns, NaN / $\\pm\\infty$ planted in 20 % of trials; planted: the tie bits or the NaN sum removed",
          f"{fp['wrong']} wrong; {fp['kept']} kept, {fp['handed']} handed to the exact pass; planted: "
          f"{fp['planted']['no-tie-bit']} and {fp['planted']['no-nan-sum']} wrong"),
-        ("`filter_trials` (Proposition 5): 2000 x 4 rows, scales 1 to 1e5, adversarial near-ties (copies of the top "
-         "token whose noise log differs by up to 3 margins, approximation errors at $\\pm\\tau'$ against the truth); "
-         "planted: the absolute margin removed (`margin_abs=0`)",
-         f"{fl['wrong']} wrong; {fl['kept']} kept, {fl['handed']} handed to the exact pass; planted: {fl['planted']} "
-         "wrong"),
-        ("`filter_handover_rate`: 200 000 rows of 256 logits $N(0, 1.28^2)$",
-         f"rows handed over: ${sci(ho['0.9'])}$ ($T = 0.9$), ${sci(ho['100.0'])}$ ($T = 100$), "
-         f"${sci(ho['None'])}$ (greedy)"),
     ]  # fmt: skip
     return {"table": md_table(rows)}
 
@@ -483,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(planted token-block w2|1: {res['tie_keys_wrong_planted']} differ)")  # fmt: skip
     print(f"twin scores, tiles vs untiled: {res['tiles_mismatches']} mismatches; greedy ties chi-square "
           f"p = {res['greedy_chi2_p']:.3f}")  # fmt: skip
-    print(f"fast pass: {res['fast_pass']}; filter: {res['filter']}; handover rates: {res['handover']}")
+    print(f"fast pass: {res['fast_pass']}")
     if "--write" in argv:
         from proofs import _generated as gen
 

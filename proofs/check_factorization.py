@@ -436,6 +436,19 @@ def reused_noise_counterexample(mu=(0.0, 0.0, 0.0, 0.0)) -> tuple[float, float]:
 # ----------------------------------------------------------------------------------------------
 
 
+def group_noise_near_ties() -> dict[str, int]:
+    """The shipped grouped sampler's group draw (``choose_groups_np``, what the enumeration runs with its noise
+    replaced by a grid) at float64 near-ties (:func:`proofs.check_second_level.group_draw_near_ties`): the enumeration
+    replaces the group noise, so it cannot see how the noise is computed; this check runs the shipped noise, and a
+    float32 one (planted) is caught."""
+    from proofs.check_second_level import float32_group_noise, group_draw_near_ties
+
+    shipped = group_draw_near_ties(draw="sampler")["wrong"]
+    with float32_group_noise():
+        planted = group_draw_near_ties(draw="sampler")["wrong"]
+    return {"shipped": shipped, "planted float32 group noise": planted}
+
+
 def collect() -> dict:
     """The numbers factorization.md quotes (its generated table)."""
     res = enumerated_laws()
@@ -449,6 +462,7 @@ def collect() -> dict:
         "identity_trials_wrong": identity_trials(),
         "symbolic_online": {str(n): all(e == 0 for e in symbolic_online(n)) for n in (2, 3, 4, 5)},
         "reused_noise": [p_out, p0],
+        "near_ties": group_noise_near_ties(),
     }
 
 
@@ -461,6 +475,8 @@ def verdicts(res: dict) -> dict[str, bool]:
                                                           pv["7 logits, groups (1, 3, 0, 3)"]) > 1e-3
         and pv["token stream reused (planted)"] < 1e-12,
         "identities hold": res["identity_trials_wrong"] == 0 and all(res["symbolic_online"].values()),
+        "the grouped sampler's group draw exact at near-ties (float32 noise caught)": res["near_ties"]["shipped"] == 0
+        and res["near_ties"]["planted float32 group noise"] > 0,
     }  # fmt: skip
 
 
@@ -512,6 +528,14 @@ def render(res: dict) -> dict[str, str]:
             "`reused_noise_counterexample` (closed form): 4 equal logits, groups $\\{0,1\\},\\{2,3\\}$, group "
             "noise = token noise",
             f"$P(\\text{{token }} 0) = {res['reused_noise'][0]:g}$ instead of ${res['reused_noise'][1]:g}$",
+        )
+    )
+    nt = res["near_ties"]
+    rows.append(
+        (
+            "`group_noise_near_ties`: the shipped `choose_groups_np` with its own group noise at 48 float64 near-ties "
+            "($\\pm10^{-11}$ between two groups' exact scores)",
+            f"{nt['shipped']} wrong; planted float32 group noise: {nt['planted float32 group noise']} wrong",
         )
     )
     return {"table": md_table(rows)}  # fmt: skip

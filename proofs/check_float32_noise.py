@@ -17,6 +17,7 @@ integer; its own error, ~1e-16 relative, is far below float32's).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -32,6 +33,8 @@ if __package__ in (None, ""):  # run as `python proofs/check_float32_noise.py`: 
 import flashsampling._device  # noqa: E402, F401, I001  (first: it selects the interpreter before triton is imported)
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+
+import flashsampling.noise as noise_module  # noqa: E402
 
 from flashsampling.noise import (  # noqa: E402
     MAX_NOISE,
@@ -448,6 +451,51 @@ def class_boundaries(e: int, m_lo: int, m_hi: int) -> np.ndarray:
     return c
 
 
+def x_construction_matches(n: int = 200_000, seed: int = 31) -> int:
+    """Grid points (random, log-uniform and adversarial) where the shipped ``exponential_from_bits_np`` differs from
+    ``exponential_from_side_np`` of :func:`side_x` -- the float32 ``x`` this module's scan and proofs assume (the top
+    23 bits exact, the rest added as one term).  0 for the shipped generator; the earlier truncating construction (or
+    any other ``x``) differs."""
+    k = np.concatenate([adversarial_keys(), random_keys(n, seed), log_uniform_keys(n, seed + 1)])
+    w0, w1 = split_words(k)
+    top = (w1 >> np.uint32(31)).astype(np.uint32)
+    c = np.where(top == 1, ~k, k) & np.uint64((1 << 63) - 1)
+    shipped = noise_module.exponential_from_bits_np(w0, w1)
+    documented = noise_module.exponential_from_side_np(side_x(c), top)
+    return int(np.count_nonzero(shipped.view(np.uint32) != documented.view(np.uint32)))
+
+
+def truncating_exponential(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
+    """A planted defect: the earlier construction of ``x``, the high word rounded before the low word is added
+    (:func:`x_rounding_bias`'s ``"truncating"``), then the shipped ``E`` from ``x``."""
+    f32 = np.float32
+    top = w1 >> np.uint32(31)
+    m1 = np.where(top == 1, ~w1, w1) & np.uint32(0x7FFFFFFF)
+    m0 = np.where(top == 1, ~w0, w0)
+    x = m1.astype(f32) * f32(2.0**-32) + (m0.astype(f32) * f32(2.0**-64) + f32(2.0**-65))
+    return noise_module.exponential_from_side_np(x.astype(f32), top)
+
+
+@contextlib.contextmanager
+def planted(module, name: str, value):
+    """``module.name`` replaced by ``value`` for the block (a planted defect)."""
+    saved = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)
+
+
+def gumbel_at_x(x: np.ndarray, top) -> np.ndarray:
+    """``G*(x, top)``: the exact Gumbel value at the real number ``x`` (float32 ``x`` = ``U`` for ``top = 0``, ``1 - U``
+    for ``top = 1``), in float64: ``-log(-log x)`` or ``-log(-log1p(-x))`` (relative error a few ``2**-53``)."""
+    x64 = np.asarray(x, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        e = np.where(np.asarray(top) == 1, -np.log1p(-x64), -np.log(x64))
+        return -np.log(e)
+
+
 def planted_no_correction(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
     """A planted defect: ``E = -log(fl(1 - x))`` for ``U >= 1/2``, without the Fast2Sum correction ``d / y`` (``E = 0``
     once ``x < 2**-25``)."""
@@ -488,6 +536,11 @@ class ScanAccumulator:
         self.mean_num = np.zeros(G_EDGES.size + 1)  # sum over grid points of (G_twin - G) / 2**64, by bin of G
         self.mass = np.zeros(G_EDGES.size + 1)  # grid points / 2**64, by bin of G
         self.inversions = 0  # adjacent classes whose E (or G) is out of order in U
+        # The error split at the class's float32 x (section 6, "Any noise function of x"): |G*(x) - G| by bin of the
+        # exact G (the rounding of x: the same for every noise function of x), and the twin's |G_twin - G*(x)| by
+        # bin of G*(x) (its arithmetic given x), G*(x) the exact Gumbel value at the real number x.
+        self.g_x_abs = np.zeros(G_EDGES.size + 1)
+        self.g_arith_abs = np.zeros(G_EDGES.size + 1)
 
     def _keep(self, name: str, ratio: np.ndarray, c: np.ndarray, top: int) -> None:
         i = int(np.argmax(ratio))
@@ -509,6 +562,11 @@ class ScanAccumulator:
         if not same:
             raise ArithmeticError("the noise is not constant on a class of equal x: the scan's classes are wrong")
         e32, g32 = e_lo.astype(np.float64), g_lo.astype(np.float64)
+        x = side_x(lo)
+        if not np.array_equal(x.view(np.uint32), side_x(hi).view(np.uint32)):
+            raise ArithmeticError("x is not constant on a class: the scan's classes are wrong")
+        g_star = gumbel_at_x(x, top)
+        self.g_arith_abs = np.maximum(self.g_arith_abs, _bin_max(G_EDGES, g_star, np.abs(g32 - g_star)))
         # The exact E and G are monotone in k, so on a class their errors are largest at its two ends.
         for ex, c in ((x_lo, lo), (x_hi, hi)):
             gx = -np.log(ex)
@@ -517,6 +575,7 @@ class ScanAccumulator:
             self._keep("g_ratio", dg / (G_ERR_COEF * (1.0 + np.abs(gx))), c, top)
             self.e_abs = np.maximum(self.e_abs, _bin_max(E_EDGES, ex, de))
             self.g_abs = np.maximum(self.g_abs, _bin_max(G_EDGES, gx, dg))
+            self.g_x_abs = np.maximum(self.g_x_abs, _bin_max(G_EDGES, gx, np.abs(g_star - gx)))
         n = (hi - lo + np.uint64(1)).astype(np.float64) / _M64
         g_mid = -0.5 * (np.log(x_lo) + np.log(x_hi))  # the class's mean exact G, to second order in its width
         b = np.searchsorted(G_EDGES, g_mid)
@@ -538,6 +597,8 @@ class ScanAccumulator:
         self.mean_num += other.mean_num
         self.mass += other.mass
         self.inversions += other.inversions
+        self.g_x_abs = np.maximum(self.g_x_abs, other.g_x_abs)
+        self.g_arith_abs = np.maximum(self.g_arith_abs, other.g_arith_abs)
 
 
 def brute_blocks(c_lo: int = 0, c_hi: int = BRUTE_LIMIT, block: int = 1 << 22):
@@ -615,6 +676,8 @@ def exhaustive_scan(labels=SCAN_PARTS, noise_fns=None, progress: bool = False) -
         "g_abs_by_bin": total.g_abs.tolist(),
         "g_mean_by_bin": mean.tolist(),
         "g_mass_by_bin": total.mass.tolist(),
+        "g_x_abs_by_bin": total.g_x_abs.tolist(),
+        "g_arith_abs_by_bin": total.g_arith_abs.tolist(),
         "seconds": round(time.perf_counter() - t0, 1),
     }
 
@@ -679,6 +742,10 @@ def collect(kernel: bool = False, scan: dict | None = None) -> dict:
         out["spot"][name] = {"n": acc.n, "e_ulp_max": acc.e_ulp_max, "g_ratio_max": acc.g_ratio_max}
     ext = noise_accuracy(np.array([0, 2**64 - 1], dtype=np.uint64), noise)
     out["extremes"] = [ext.g_min, ext.g_max]
+    if not kernel:
+        with planted(noise_module, "exponential_from_bits_np", truncating_exponential):
+            truncating = x_construction_matches()
+        out["x_construction"] = {"differ": x_construction_matches(), "planted_truncating": truncating}
     out["x_bias"] = {"shipped": {str(e): v for e, v in x_rounding_bias().items()},
                      "truncating": {str(e): v for e, v in
                                     x_rounding_bias(construction="truncating").items()}}  # fmt: skip
@@ -694,6 +761,11 @@ def collect(kernel: bool = False, scan: dict | None = None) -> dict:
 def verdicts(res: dict) -> dict[str, bool]:
     v = {"spot checks within (6.1)": all(not r["e_ulp_max"] > E_ULP_BOUND and r["g_ratio_max"] <= 1.0
                                          for r in res["spot"].values())}  # fmt: skip
+    if "x_construction" in res:
+        xc = res["x_construction"]
+        v["the shipped x is the documented one (planted truncating x caught)"] = (
+            xc["differ"] == 0 and xc["planted_truncating"] > 0
+        )
     if "exhaustive" in res:
         ex = res["exhaustive"]
         v["(6.1) over every grid point"] = (
@@ -728,6 +800,12 @@ def render(res: dict) -> dict[str, str]:
             + ", ".join(f"$2^{{-{e}}}$" for e in res["x_bias"]["shipped"]),
             "shipped: " + ", ".join(f"{v:+.4f}" for v in res["x_bias"]["shipped"].values()) + "; the earlier "
             "truncating construction: " + ", ".join(f"{v:+.4f}" for v in res["x_bias"]["truncating"].values()),
+        ),
+        (
+            "`x_construction_matches`: the shipped `exponential_from_bits_np` against `exponential_from_side_np` of "
+            "the documented $x$ (`side_x`) at 400 000 random and log-uniform grid points and the adversarial ones",
+            f"{res['x_construction']['differ']} differ; planted (the truncating $x$): "
+            f"{thousands(res['x_construction']['planted_truncating'])} differ",
         ),
         (
             "first-order TV, eq. (6.4), with the exhaustive $m(g)$, two-level logits ($n \\in \\{1, 16, 2^{10}, "

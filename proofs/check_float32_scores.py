@@ -210,10 +210,15 @@ def combined_bound(a: int, num_finite: int = 1 << 18) -> dict:
 # ----------------------------------------------------------------------------------------------
 
 
+def lemma5_bound(e: np.ndarray) -> float:
+    """Lemma 5: ``TV(softmax(mu + e), softmax(mu)) <= tanh((max e - min e) / 4)``."""
+    return math.tanh((float(np.max(e)) - float(np.min(e))) / 4.0)
+
+
 def perturbation_tv(mu: np.ndarray, e: np.ndarray) -> tuple[float, float]:
-    """``(TV(softmax(mu), softmax(mu + e)), tanh((max e - min e) / 4))`` for one row."""
+    """``(TV(softmax(mu), softmax(mu + e)), lemma5_bound(e))`` for one row."""
     tv = 0.5 * float(np.abs(softmax(mu + e) - softmax(mu)).sum())
-    return tv, math.tanh((float(e.max()) - float(e.min())) / 4.0)
+    return tv, lemma5_bound(e)
 
 
 def perturbation_trials(n: int = 2000, seed: int = 11) -> tuple[float, float]:
@@ -226,11 +231,12 @@ def perturbation_trials(n: int = 2000, seed: int = 11) -> tuple[float, float]:
         e = rng.uniform(-1, 1, v) * 10.0 ** rng.uniform(-6, 0.5)
         tv, b = perturbation_tv(mu, e)
         worst = max(worst, tv / b)
-    extremal = 1.0
+    extremal = math.inf
     for d in (1e-3, 0.1, 1.0, 3.0, 10.0):
         # Equality case of Lemma 5: logits (0, d/2), perturbation (+d/2, -d/2): TV = tanh(d/4).
         tv, b = perturbation_tv(np.array([0.0, d / 2]), np.array([d / 2, -d / 2]))
         extremal = min(extremal, tv / b)
+        worst = max(worst, tv / b)  # (a bound below the equality cases fails here)
     return worst, extremal
 
 
@@ -280,6 +286,99 @@ def fp32_logits(d: int = 4096, v: int = 2048, b: int = 4, temperature: float = 1
         math.tanh(max_err / (2 * temperature)),
         temperature,
     )
+
+
+def worst_case_accumulation(d: int = 4096, delta_units: float = 0.95) -> dict:
+    """The fp32 accumulation bound is attained: bf16 ``h = (1, ..., 1)``, ``w = (1, delta, ..., delta)`` with
+    ``delta = 0.95 * 2**-24`` (a bf16 value below half an ulp of 1), summed in float32 in index order with rounding to
+    nearest (one order the bound covers): every ``delta`` is lost, the error is ``(d - 1) delta``, and its ratio to
+    ``fp32_logit_error_bound`` is about ``delta_units``.  A bound smaller by more than that factor is wrong for this
+    order.  Returns the error, the bound and their ratio."""
+    import torch
+
+    delta = float(torch.tensor(delta_units * 2.0**-24).to(torch.bfloat16))
+    h = torch.ones(1, d, dtype=torch.bfloat16)
+    w = torch.full((1, d), delta, dtype=torch.bfloat16)
+    w[0, 0] = 1.0
+    products = (h.float() * w.float()).numpy()[0]  # exact: bf16 x bf16 fits float32
+    z_seq = float(np.cumsum(products, dtype=np.float32)[-1])
+    z64 = float(target_logits(h, w)[0, 0])
+    bound = float(fp32_logit_error_bound(h, w)[0, 0])
+    return {"d": d, "delta": delta, "error": abs(z_seq - z64), "bound": bound, "ratio": abs(z_seq - z64) / bound}
+
+
+#: The tensor cores' accumulation model (A2) of finite_precision.md, section 7: blocks of ``TC_BLOCK`` exact products
+#: added to the accumulator after aligning every addend to the largest one's exponent and truncating it to
+#: ``TC_BITS`` bits, the result truncated to float32.  (Conservative: Hopper's bf16 MMA is reported to keep more bits.)
+TC_BLOCK = 16
+TC_BITS = 23
+
+
+def tensor_core_error_bound(hidden, weight, block: int = TC_BLOCK, bits: int = TC_BITS) -> np.ndarray:
+    """Bound on ``|z_kernel - z_float64|`` per logit under model (A2): ``((1 + delta)**S - 1) sum_k |h_k w_k|`` with
+    ``S = ceil(D / block)`` steps and ``delta = c + 2**-23 (1 + c)``, ``c = (block + 1) 2**(1 - bits)``.  It does not
+    assume rounding to nearest anywhere."""
+    h = np.abs(np.asarray(torch_to_numpy(hidden), dtype=np.float64))
+    w = np.abs(np.asarray(torch_to_numpy(weight), dtype=np.float64))
+    steps = -(-h.shape[1] // block)
+    c = (block + 1) * 2.0 ** (1 - bits)
+    delta = c + 2.0**-23 * (1 + c)
+    return math.expm1(steps * math.log1p(delta)) * (h @ w.T)
+
+
+def torch_to_numpy(x):
+    """A torch tensor (any dtype, any device) or an array as float64 NumPy."""
+    if hasattr(x, "detach"):
+        return x.detach().double().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def model_a2_dot(a: np.ndarray, b: np.ndarray, block: int = TC_BLOCK, bits: int = TC_BITS) -> float:
+    """One dot product under model (A2), in exact rational arithmetic: per block, every addend (the accumulator and
+    the block's exact products) truncated toward zero to a multiple of ``2**(E - bits + 1)``, ``E`` the largest
+    addend's exponent, summed exactly, and the sum truncated toward zero to float32's 24 bits."""
+    from fractions import Fraction
+
+    def trunc(x: Fraction, quantum: Fraction) -> Fraction:
+        q = abs(x) // quantum * quantum
+        return q if x >= 0 else -q
+
+    def exponent(x: Fraction) -> int:
+        return math.frexp(float(x))[1] - 1 if x else -(10**9)
+
+    s = Fraction(0)
+    prods = [Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b)]
+    for t in range(0, len(prods), block):
+        addends = [s] + prods[t : t + block]
+        e = max(exponent(x) for x in addends)
+        if e < -(10**8):
+            continue
+        quantum = Fraction(2) ** (e - bits + 1)
+        total = sum(trunc(x, quantum) for x in addends)
+        s = trunc(total, Fraction(2) ** (exponent(total) - 23)) if total else Fraction(0)
+    return float(s)
+
+
+def tensor_core_model_trials(n: int = 40, d: int = 256, seed: int = 13) -> dict:
+    """Model (A2) on random bf16 rows and on the adversarial row of :func:`worst_case_accumulation`: the largest
+    ``|z_model - z_float64|`` over :func:`tensor_core_error_bound` (at most 1: the bound holds for the model), and over
+    the round-to-nearest bound ``fp32_logit_error_bound`` (the model may exceed it: truncation is not rounding)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(n, d, generator=g).to(torch.bfloat16)
+    w = (torch.randn(n, d, generator=g) * (2.0 / math.sqrt(d))).to(torch.bfloat16)
+    delta = float(torch.tensor(0.95 * 2.0**-23).to(torch.bfloat16))  # below an ulp of 1: truncated away
+    h = torch.cat([h, torch.ones(1, d, dtype=torch.bfloat16)])
+    w = torch.cat([w, torch.cat([torch.ones(1, 1), torch.full((1, d - 1), delta)], dim=1).to(torch.bfloat16)])
+    ratio_tc = ratio_rn = 0.0
+    for i in range(n + 1):
+        z = model_a2_dot(h[i].float().numpy(), w[i].float().numpy())
+        exact = float(target_logits(h[i : i + 1], w[i : i + 1])[0, 0])
+        err = abs(z - exact)
+        ratio_tc = max(ratio_tc, err / float(tensor_core_error_bound(h[i : i + 1], w[i : i + 1])[0, 0]))
+        ratio_rn = max(ratio_rn, err / float(fp32_logit_error_bound(h[i : i + 1], w[i : i + 1])[0, 0]))
+    return {"rows": n + 1, "d": d, "max_over_tc_bound": ratio_tc, "max_over_rn_bound": ratio_rn}
 
 
 @dataclass
@@ -338,6 +437,8 @@ def collect() -> dict:
                             "tv_bound": r.tv_bound} for t, r in fp.items()},
         "temperature": [{"t": r.temperature, "common": r.common_factor_err, "max_rel_err": r.max_rel_err,
                          "rel_bound": r.rel_bound, "tv": r.tv, "tv_bound": r.tv_bound} for r in temperature_scaling()],
+        "worst_case_accumulation": worst_case_accumulation(),
+        "tensor_core_model": tensor_core_model_trials(),
     }  # fmt: skip
 
 
@@ -353,11 +454,15 @@ def verdicts(res: dict) -> dict[str, bool]:
                                          and r["tv"] <= r["tv_bound"] for r in res["fp32_logits"].values()),
         "temperature within bounds": all(r["max_rel_err"] <= r["rel_bound"] and r["tv"] <= r["tv_bound"]
                                          for r in res["temperature"]),
+        "the round-to-nearest accumulation bound holds and is attained within 2": 0.5 <= res[
+            "worst_case_accumulation"]["ratio"] <= 1.0,
+        "model (A2) within its bound, beyond the round-to-nearest one": res["tensor_core_model"][
+            "max_over_tc_bound"] <= 1.0 < res["tensor_core_model"]["max_over_rn_bound"],
     }  # fmt: skip
 
 
 def render(res: dict) -> dict[str, str]:
-    from proofs._generated import md_table, sci
+    from proofs._generated import md_table, sci, sci_up
 
     ratios = {}
     for r in res["rounding"]:
@@ -391,12 +496,18 @@ def render(res: dict) -> dict[str, str]:
     )
     t_comb = md_table(
         [
-            [f"$2^{{{c['a']}}} - 64$", f"$2^{{{c['a'] - 24}}}$", f"${sci(c['rounding'])}$", f"${sci(c['total'])}$"]
+            [
+                f"$2^{{{c['a']}}} - 64$",
+                f"$2^{{{c['a'] - 24}}}$",
+                f"${sci_up(c['rounding'])}$",
+                f"${sci_up(c['total'])}$",
+            ]
             for c in res["combined"]
         ],
         header=["$\\lvert\\max_i \\mu_i\\rvert \\le$", "$h$", "rounding term (5.1)", "Theorem 7, $V' = 2^{18}$"],
     )
     fp, tm = res["fp32_logits"], res["temperature"]
+    wc, tc = res["worst_case_accumulation"], res["tensor_core_model"]
     t_logits = md_table([
         [f"fp32 accumulation, bf16 inputs, $D = {fp['1.0']['d']}$, $T = 1$",
          f"$\\max\\lvert\\Delta z\\rvert = {sci(fp['1.0']['max_err'])}$ (bound ${sci(fp['1.0']['max_bound'])}$); "
@@ -406,11 +517,19 @@ def render(res: dict) -> dict[str, str]:
          ", ".join(f"TV ${sci(r['tv'])}$ at $T = {r['t']:g}$" for r in tm)],
         ["Lemma 5 on 2000 random rows", f"TV / $\\tanh(\\text{{range}}/4) \\le {res['lemma5']['worst_ratio']:.4f}$; "
          f"{res['lemma5']['extremal']:.9f} in the equality cases"],
+        [f"`worst_case_accumulation`: $h = 1$, $w = (1, \\delta, \\dots, \\delta)$, $\\delta = 0.95\\cdot2^{{-24}}$ "
+         f"(bf16), $D = {wc['d']}$, summed in float32 in index order",
+         f"error ${sci(wc['error'])}$ = {wc['ratio']:.3f} of `fp32_logit_error_bound` (attained: no bound half as "
+         "large holds for every order)"],
+        [f"`tensor_core_model_trials`: model (A2) ($n_b = {TC_BLOCK}$, $p = {TC_BITS}$), {tc['rows']} rows of "
+         f"$D = {tc['d']}$ (random, and $w = (1, 0.95\\cdot2^{{-23}}, \\dots)$)",
+         f"error / (A2)'s bound $\\le {tc['max_over_tc_bound']:.3f}$; error / the round-to-nearest bound up to "
+         f"{tc['max_over_rn_bound']:.2f} (truncation is not rounding)"],
     ])  # fmt: skip
     c = {x["a"]: x for x in res["combined"]}
     headline = (
-        f"${sci(c[7]['total'])}$ in all while $\\lvert\\max\\mu\\rvert \\le 64$, ${sci(c[10]['total'])}$ "
-        f"up to $2^{{10}}$, ${sci(c[20]['total'])}$ up to $2^{{20}}$, and ${sci(c[21]['total'])}$ once the top "
+        f"${sci_up(c[7]['total'])}$ in all while $\\lvert\\max\\mu\\rvert \\le 64$, ${sci_up(c[10]['total'])}$ "
+        f"up to $2^{{10}}$, ${sci_up(c[20]['total'])}$ up to $2^{{20}}$, and ${sci_up(c[21]['total'])}$ once the top "
         "score reaches $2^{20}$ (spacing $2^{-3}$)."
     )
     return {"rounding": t_round, "hybrid": t_hybrid, "combined": t_comb, "logits": t_logits, "headline": headline}

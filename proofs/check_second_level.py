@@ -30,6 +30,7 @@ noise from the exhaustive scan's error bins), ``first_order_tv_exhaustive``; and
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from fractions import Fraction
@@ -583,8 +584,11 @@ def float64_spot_checks(lem: dict, n: int = 1500, seed: int = 5, log_fn=None, ex
             r_exp = max(r_exp, float(abs(mpmath.mpf(ei) / ex - 1) / (lem["exp64"]["c_exp"] * u)))
     k = np.concatenate([adversarial_keys(), random_keys(n, seed), log_uniform_keys(n, seed + 1)])
     w0, w1 = split_words(k)
-    e64 = noise.exponential64_from_bits_np(w0, w1)
-    g64 = -log_fn(e64)  # (a planted log64 enters here and above)
+    # The shipped functions themselves (read from the module at call time, so that a planted one is what is checked);
+    # a planted log64 enters through the shipped code's own call of log64_np.
+    with _log64_replaced(log_fn):
+        e64 = noise.exponential64_from_bits_np(w0, w1)
+        g64 = noise.gumbel64_from_bits_np(w0, w1)
     gb = lem["gumbel64"]
     r_e = r_g = 0.0
     with mpmath.workdps(40):
@@ -595,14 +599,120 @@ def float64_spot_checks(lem: dict, n: int = 1500, seed: int = 5, log_fn=None, ex
             "inputs": int(x.size + a.size + k.size)}  # fmt: skip
 
 
+@contextlib.contextmanager
+def _log64_replaced(log_fn):
+    """``noise.log64_np`` replaced by ``log_fn`` for the block (nothing when it is the shipped one)."""
+    shipped = noise.log64_np
+    if log_fn is shipped:
+        yield
+        return
+    noise.log64_np = log_fn
+    try:
+        yield
+    finally:
+        noise.log64_np = shipped
+
+
+#: The shipped ``log64_np`` (a planted ``log64`` replaces the module's for a check and calls this one).
+_SHIPPED_LOG64 = noise.log64_np
+
+
 def short_log64(x):
     """A planted defect: ``log64`` with its series cut after 5 terms (``z**5``)."""
-    return noise.log64_np(x, coeffs=noise.LOG64_COEFFS[:5])
+    return _SHIPPED_LOG64(x, coeffs=noise.LOG64_COEFFS[:5])
 
 
 def short_exp64(a):
     """A planted defect: ``exp_neg64`` with its Taylor polynomial cut at degree 9."""
     return noise.exp_neg64_np(a, coeffs=noise.EXP64_COEFFS[:10])
+
+
+# ----------------------------------------------------------------------------------------------
+# The group draw at float64 near-ties: the shipped combine kernel and twins decide as exact noise does
+# ----------------------------------------------------------------------------------------------
+
+#: The gap between two groups' exact scores in :func:`group_draw_near_ties`: far above the float64 noise's error
+#: (Lemma 8.3: ``u (8.5 + 2.2 |G|) < 1.2e-14``), far below a float32 noise's (``~1e-7``).
+NEAR_TIE = 1e-11
+
+
+def exact_group_noise(seed: int, rows, ids, samples) -> list[mpmath.mpf]:
+    """The exact Gumbel value (40 digits) of the grid point of each group block ``(id, row, sample, STREAM_GROUP)``,
+    from the documented words ``(w0, w1)``."""
+    k0, k1 = noise.split_seed(seed)
+    w0, w1, _, _ = noise.philox4x32_np(ids, rows, samples, noise.STREAM_GROUP, k0, k1)
+    return [g for _, g in _exact_words(np.ravel(w0), np.ravel(w1))]
+
+
+@contextlib.contextmanager
+def float32_group_noise():
+    """A planted defect for the block: the group noise computed in float32 (the token noise's arithmetic, widened),
+    in the twin (``noise.gumbel64_from_bits_np``) and in the combine kernel (``stage2.gumbel64_from_bits``; the
+    interpreter resolves it at call time)."""
+    import triton.language as tl
+
+    from flashsampling._device import device_function
+    from flashsampling.kernels import stage2
+
+    @device_function
+    def device32(w0, w1):
+        return noise.gumbel_from_bits(w0, w1).to(tl.float64)
+
+    def twin32(w0, w1):
+        w0, w1 = np.asarray(w0, dtype=np.uint32), np.asarray(w1, dtype=np.uint32)
+        return noise.gumbel_from_bits_np(w0, w1).astype(np.float64)
+
+    saved = noise.gumbel64_from_bits_np, stage2.gumbel64_from_bits
+    noise.gumbel64_from_bits_np, stage2.gumbel64_from_bits = twin32, device32
+    try:
+        yield
+    finally:
+        noise.gumbel64_from_bits_np, stage2.gumbel64_from_bits = saved
+
+
+def group_draw_near_ties(rows: int = 48, seed: int = 2027, draw: str = "kernel") -> dict:
+    """Rows of three groups whose exact scores ``L_k + G'_k`` (``G'`` the group noise at 40 digits) put group 1 above
+    group 0 by ``+NEAR_TIE`` on even rows and below it by ``NEAR_TIE`` on odd rows (group 2 far below): the shipped
+    draw (``draw="kernel"``: ``combine_groups_kernel`` through ``launch_combine_groups``; ``"twin"``:
+    ``combine_groups_np``; ``"sampler"``: ``choose_groups_np``, the grouped and tile samplers' twin) must choose as
+    exact noise does on every row -- the float64 noise is within ``1.2e-14`` of exact (Lemma 8.3), and a float32
+    noise (the planted defect) is not.  Returns ``{"rows", "wrong"}``."""
+    import torch
+
+    from flashsampling import grouped
+    from flashsampling.kernels.stage2 import launch_combine_groups
+
+    ids = np.array([0, 100, 357], dtype=np.int64)
+    r = np.arange(rows, dtype=np.uint32)
+    exact = np.array(exact_group_noise(seed, r[:, None], ids.astype(np.uint32)[None, :], 0), dtype=object)
+    exact = exact.reshape(rows, 3)
+    sign = np.where(r % 2 == 0, 1, -1)
+    with mpmath.workdps(40):
+        l1 = [float(exact[i, 0] - exact[i, 1] + sign[i] * mpmath.mpf(NEAR_TIE)) for i in range(rows)]
+    logmass = np.stack([np.zeros(rows), np.array(l1), np.full(rows, -30.0)], axis=1)
+    # The exact choice, with L_1 as rounded to float64: group 1 iff L_1 + G_1 > G_0.
+    with mpmath.workdps(40):
+        want = np.array([1 if mpmath.mpf(l1[i]) + exact[i, 1] > exact[i, 0] else 0 for i in range(rows)])
+    if draw == "kernel":
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+        best = torch.zeros((rows, 1, 3), dtype=torch.float32, device=dev)
+        key = torch.ones((rows, 1, 3), dtype=torch.int64, device=dev)
+        index = torch.arange(3, device=dev).expand(rows, 1, 3).contiguous()
+        lo, hi = noise.split_seed(seed)
+        _, choice, _ = launch_combine_groups(
+            torch.from_numpy(logmass).to(dev), best, key, index, torch.from_numpy(ids).to(dev),
+            torch.zeros((rows, 1), dtype=torch.int32, device=dev), torch.ones(rows, dtype=torch.float32, device=dev),
+            lo, hi, vocab_size=1000,
+        )  # fmt: skip
+        got = choice[:, 0].cpu().numpy()
+    elif draw == "twin":
+        z = np.zeros((rows, 1, 3), dtype=np.float32)
+        idx = np.broadcast_to(np.arange(3), (rows, 1, 3))
+        _, choice = grouped.combine_groups_np(logmass, z, np.ones((rows, 1, 3)), idx, ids, np.zeros(rows, bool), seed)
+        got = choice[:, 0]
+    else:
+        got = np.array([grouped.choose_groups_np(logmass[i], ids, seed, 1, row=i)[0] for i in range(rows)])
+    return {"rows": rows, "wrong": int(np.count_nonzero(got != want))}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -696,7 +806,10 @@ def collect(scan: dict | None = None, thresholds=COIN_THRESHOLDS) -> dict:
         "constants": constants_ok(),
         "spot": float64_spot_checks(lem),
         "spot_planted": {"log64 cut after z**5": float64_spot_checks(lem, n=300, log_fn=short_log64)["log64"],
-                         "exp_neg64 cut at degree 9": float64_spot_checks(lem, n=300, exp_fn=short_exp64)["exp_neg64"]},
+                         "exp_neg64 cut at degree 9": float64_spot_checks(lem, n=300, exp_fn=short_exp64)["exp_neg64"],
+                         "gumbel64 in float32": _planted_spot(lem)},
+        "near_ties": {d: group_draw_near_ties(draw=d)["wrong"] for d in NEAR_TIE_DRAWS},
+        "near_ties_planted": _planted_near_ties(),
         "coin": coin_counts(lem["theta"]),
         "coin_planted_ceil": coin_counts(lem["theta"], coin=float64_ceil_coin),
         "coin_v1": v1,
@@ -706,6 +819,20 @@ def collect(scan: dict | None = None, thresholds=COIN_THRESHOLDS) -> dict:
         "first_order": first_order_tv_exhaustive(scan),
         "logmass": logmass_example(),
     }  # fmt: skip
+
+
+#: The shipped group draws :func:`group_draw_near_ties` runs.
+NEAR_TIE_DRAWS = ("kernel", "twin", "sampler")
+
+
+def _planted_spot(lem: dict) -> float:
+    with float32_group_noise():
+        return float64_spot_checks(lem, n=300)["gumbel64"]
+
+
+def _planted_near_ties() -> dict[str, int]:
+    with float32_group_noise():
+        return {d: group_draw_near_ties(draw=d)["wrong"] for d in NEAR_TIE_DRAWS}
 
 
 def verdicts(res: dict) -> dict[str, bool]:
@@ -720,11 +847,14 @@ def verdicts(res: dict) -> dict[str, bool]:
         and coin["max_ratio"] <= 1.0,
         "planted float64 ceil coin miscounts": res["coin_planted_ceil"]["wrong_counts"] > 0,
         "planted version-1 coin exceeds Theorem 8.4": abs(res["coin_v1_at"]["1.0"]["abs"]) > bound_at_1,
+        "group draws exact at float64 near-ties": not any(res["near_ties"].values()),
+        "planted float32 group noise caught at near-ties": all(v > 0 for v in res["near_ties_planted"].values()),
+        "log-masses within logmass_tolerance": res["logmass"]["max_abs_error"] <= res["logmass"]["tolerance"],
     }  # fmt: skip
 
 
 def render(res: dict) -> dict[str, str]:
-    from proofs._generated import md_table, sci
+    from proofs._generated import md_table, sci, sci_up
 
     lem, coin, v1 = res["lemmas"], res["coin"], res["coin_v1"]
     lg, ex, gb = lem["log64"], lem["exp64"], lem["gumbel64"]
@@ -738,9 +868,13 @@ def render(res: dict) -> dict[str, str]:
          + ("holds" if ex["sterbenz"] else "**fails**")),
         ("Lemma 8.3, the float64 group noise at every grid point",
          f"$c_E = {gb['c_E']:.3f}$; $\\lvert G_{{64}} - G\\rvert \\le u\\,({gb['A']:.3f} + {gb['B']:.3f}"
-         f"\\lvert G\\rvert)$; $D_{{G64}} \\le {sci(gb['D_G64'])}$"),
+         f"\\lvert G\\rvert)$; $D_{{G64}} \\le {sci_up(gb['D_G64'])}$"),
+        (f"`group_draw_near_ties`: {48} rows whose two groups' exact scores (40-digit noise) differ by "
+         f"$\\pm{NEAR_TIE:g}$; the shipped combine kernel (interpreted), `combine_groups_np`, `choose_groups_np`",
+         f"wrong choices: {', '.join(str(v) for v in res['near_ties'].values())}; planted float32 group noise: "
+         f"{', '.join(str(v) for v in res['near_ties_planted'].values())}"),
         ("group draw over $K$ groups: $K/2^{64} + 2K D_{G64}$",
-         ", ".join(f"$K = {k}$: ${sci(v)}$" for k, v in lem["group_bounds"].items())),
+         ", ".join(f"$K = {k}$: ${sci_up(v)}$" for k, v in lem["group_bounds"].items())),
         ("Theorem 8.4, the merge coin: $\\theta/u = ((1 + c_e u)(1 + u)/(1 - u) - 1)/u$",
          f"${lem['theta'] / 2.0**-53:.3f}$"),
         (f"`constants_ok`: the shipped constants are the design's ({len(res['constants'])} checks)",
@@ -761,14 +895,14 @@ def render(res: dict) -> dict[str, str]:
                      for t, v in res["coin_v1_at"].items())
          + ": far outside Theorem 8.4"),
         ("`kolmogorov_bounds` of the float32 token noise (from the exhaustive scan's error bins; §6, Theorem 7)",
-         f"$D_E \\le {sci(kb['D_E'])}$ (near $t = {kb['D_E_at']:.2f}$), $D_G \\le {sci(kb['D_G'])}$ "
+         f"$D_E \\le {sci_up(kb['D_E'])}$ (near $t = {kb['D_E_at']:.2f}$), $D_G \\le {sci_up(kb['D_G'])}$ "
          f"(near $g = {kb['D_G_at']:.2f}$)"),
         ("first-order change of a Gumbel-max draw by the float32 token noise (eq. (6.4), exhaustive $m(g)$)",
          f"${sci(fo['tv'])}$"),
         (f"`logmass_example`: the shipped stage 1's float32 tile log-masses, {lm['v']} logits $N(0, 2^2)$, $T = 0.7$, "
          f"tiles of {lm['block_v']}, against 30-digit `logsumexp`",
          f"$\\max\\lvert\\hat L - L\\rvert = {sci(lm['max_abs_error'])}$; TV of the group law ${sci(lm['tv'])}$ "
-         f"(worst-case bound $\\tanh(\\varepsilon/2) = {sci(lm['tv_bound'])}$)"),
+         f"(worst-case bound $\\tanh(\\varepsilon/2) = {sci_up(lm['tv_bound'])}$)"),
     ]  # fmt: skip
     return {"second-level": md_table(rows)}
 

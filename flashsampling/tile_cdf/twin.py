@@ -22,9 +22,9 @@ import math
 
 import numpy as np
 
-from ..grouped import choose_groups_np
+from ..grouped import choose_groups_np, select_group
 from ..noise import STREAM_GROUP, STREAM_TILE, group_noise_np, philox4x32_np, split_seed
-from ..twin import sample_twin_many, select
+from ..twin import sample_twin_many
 from .weights import WEIGHT_BITS, tile_weights_np
 
 
@@ -130,7 +130,7 @@ def draw_tiles_np(logmass: np.ndarray, seed: int, block_v: int = 256) -> np.ndar
     B, K = logmass.shape
     starts = (np.arange(K, dtype=np.uint32) * np.uint32(block_v))[None, :]
     g, key = group_noise_np(seed, np.arange(B, dtype=np.uint32)[:, None], starts, 0, STREAM_GROUP)
-    return select(logmass + g, key).astype(np.int64)
+    return select_group(logmass + g, key).astype(np.int64)
 
 
 def fused_tile_cdf_np(z32: np.ndarray, inv32: np.ndarray, seed: int, *, block_v: int = 256, chunk: int = 32):

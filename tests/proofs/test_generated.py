@@ -23,6 +23,8 @@ OWNERS = [
     ("finite_precision.md", "check_float32_noise.py", "float32_noise"),
     ("finite_precision.md", "check_second_level.py", "second_level"),
     ("finite_precision.md", "check_finite_precision.py", "all"),
+    ("finite_precision.md", "counters.py", "counters"),
+    ("end_to_end.md", "check_end_to_end.py", "end_to_end"),
 ]
 
 
