@@ -496,6 +496,45 @@ CASES = [
         "temperature=1e-300",
     ),
     Case("ops.sample_from_logits(z, seed=1.5)", lambda x: ops.sample_from_logits(x.z, seed=1.5), TypeError, "seed"),
+    Case(
+        "ops.sample(h, w, seed=meta tensor)",
+        lambda x: ops.sample(x.h, x.w, seed=torch.tensor(1, device="meta")),
+        ValueError,
+        "seed.device=meta",
+    ),
+    Case(
+        "ops.sample(h, w, temperature=meta tensor)",
+        lambda x: ops.sample(x.h, x.w, temperature=torch.ones(B, device="meta"), seed=1),
+        ValueError,
+        "temperature.device=meta",
+    ),
+    Case(
+        "ops.sample_from_logits(z, temperature=meta tensor)",
+        lambda x: ops.sample_from_logits(x.z, temperature=torch.ones(B, device="meta"), seed=1),
+        ValueError,
+        "temperature.device=meta",
+    ),
+    Case("ops.sample(h.to('meta'), w)", lambda x: ops.sample(x.h.to("meta"), x.w, seed=1), ValueError, "weight.device"),
+    Case("ops.sample([[1.0]], w)", lambda x: ops.sample([[1.0]], x.w, seed=1), TypeError, "hidden must be a torch"),
+    Case("ops.sample_from_logits(None)", lambda x: ops.sample_from_logits(None, seed=1), TypeError, "logits must be"),
+    Case(
+        "ops.sample(h, w, num_samples=2**70)",
+        lambda x: ops.sample(x.h, x.w, seed=1, num_samples=2**70),
+        ValueError,
+        "num_samples=1180591620717411303424 is too large",
+    ),
+    Case(
+        "ops.sample(h, w, temperature=10**400)",
+        lambda x: ops.sample(x.h, x.w, seed=1, temperature=10**400),
+        ValueError,
+        "temperature=1000.*does not fit float32",
+    ),
+    Case(
+        "ops.sample(h, w, seed=sparse tensor)",
+        lambda x: ops.sample(x.h, x.w, seed=torch.tensor(1).to_sparse()),
+        TypeError,
+        "seed must be a dense",
+    ),
 ]
 
 

@@ -217,3 +217,14 @@ _META_H, _META_W = torch.empty(2, D, device="meta"), torch.empty(V, D, device="m
 def test_bad_arguments_raise_naming_them(inputs, call, error, message):
     with pytest.raises(error, match=message):
         call(*inputs)
+
+
+def test_seed_none_compiles_fullgraph(inputs):
+    # seed=None draws the seed as a tensor (never read on the host): no data-dependent guard under fullgraph=True,
+    # and with aot_eager (torch's own randint) the draw of the eager call for the same torch.manual_seed.
+    hidden, weight = inputs
+    compiled = torch.compile(lambda h: ops.sample(h, weight, temperature=0.8), fullgraph=True, backend="aot_eager")
+    torch.manual_seed(21)
+    got = compiled(hidden)
+    torch.manual_seed(21)
+    assert torch.equal(got, flashsampling.sample(hidden, weight, temperature=0.8))
