@@ -132,7 +132,8 @@ def sample(
     weight : torch.Tensor, shape (V, D), same dtype and device
     temperature : float >= 0 or torch.Tensor of shape (B,)
         ``0`` is greedy.
-    seed : int in [0, 2**64), 0-dim torch.int64 tensor (its 64 bits), or None
+    seed : int in [0, 2**64), 0-dim torch.int64 tensor (its 64 bits), [B] torch.int64 tensor on the inputs' device
+        (per-request seeds, :func:`flashsampling.sample`), or None
     num_samples : int >= 1
     host_checks : bool
         As in :func:`flashsampling.sample` (one synchronization that reports NaN/inf logits and bad temperatures).
@@ -232,10 +233,10 @@ def _seed_tensor(seed) -> torch.Tensor:
     ``torch.compile`` a random node of the graph instead of a data-dependent guard."""
     if isinstance(seed, torch.Tensor):
         _check_tensor("seed", seed)
-        if seed.dim() != 0 or seed.dtype != torch.int64:
+        if seed.dim() > 1 or seed.dtype != torch.int64:
             raise TypeError(
-                f"a tensor seed must be a 0-dim torch.int64 tensor, got dtype={seed.dtype} and shape "
-                f"{tuple(seed.shape)}"
+                f"a tensor seed must be a 0-dim torch.int64 tensor (or [B]: per-request seeds), got dtype={seed.dtype} "
+                f"and shape {tuple(seed.shape)}"
             )
         return seed
     if seed is None:
@@ -265,9 +266,9 @@ def _check_devices(data: torch.Tensor, temperature, seed: torch.Tensor, *, name:
 
 def _checked_seed(seed: torch.Tensor, device: torch.device, host_checks: bool) -> torch.Tensor | int:
     """The op's seed for the sampler (:func:`flashsampling._validate.check_seed`): the tensor itself when it is on
-    ``device`` (a device seed, loaded by the kernel), else its value read on the host as an int in ``[0, 2**64)``.
-    During CUDA-graph capture only a device seed with ``host_checks=False`` is accepted (anything read on the host
-    would be frozen into the graph)."""
+    ``device`` (a device seed, loaded by the kernel), else its value read on the host as an int in ``[0, 2**64)``;
+    per-request seeds (``[B]``) as they are.  During CUDA-graph capture only a device seed with
+    ``host_checks=False`` is accepted (anything read on the host would be frozen into the graph)."""
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         if host_checks:
             raise ValueError(
@@ -279,6 +280,8 @@ def _checked_seed(seed: torch.Tensor, device: torch.device, host_checks: bool) -
                 f"seed is on {seed.device}: during CUDA-graph capture the seed must be a tensor on "
                 f"{device}, which the kernel loads at every replay (a host seed would be frozen)"
             )
+    if seed.dim() == 1:
+        return seed  # per-request seeds: checked by the sampler against the batch
     return check_seed(seed, device)
 
 

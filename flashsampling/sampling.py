@@ -17,6 +17,15 @@ loads it (``SEED_PTR``), so the call never reads it on the host and a captured C
 value the tensor holds (:mod:`flashsampling.ops`).  Such a call runs the Triton stage-1 kernels, not the Gluon
 kernel.
 
+Per-request seeds: a ``[B]`` ``torch.int64`` tensor on the inputs' device gives each row its own seed (its 64 bits,
+as a device seed's).  Row ``b`` is then keyed by ``seed[b]`` with the counter's row field 0: its noise is a pure
+function of ``(seed[b], v, s)``, not of its batch slot, the batch size or the other rows, so a request's tokens are
+those of a batch of one with the int seed ``seed[b]`` (``sample(h[b:b+1], W, seed=int(seed[b]))``) wherever it sits.
+Two rows with one seed draw the same noise (give requests distinct seeds, and a request a new seed per step).  The
+kernel loads the seeds (``ROW_SEEDS``: no synchronization, CUDA-graph replayable) and, as a device seed, runs the
+Triton stage-1 kernels.  ``top_k`` and the grouped, online, tensor-parallel and tile inverse-CDF samplers refuse them
+(``ValueError``/``TypeError`` naming ``seed``).
+
 Checks
 ------
 Shape, dtype and device checks are always on.  ``host_checks=True`` (the default) adds the checks
@@ -62,7 +71,8 @@ def sample(
     temperature : float or torch.Tensor of shape (B,)
         ``0`` means greedy (argmax; exact ties broken at random).  Must be finite and ``>= 0``.  A number
         ``0`` skips the noise's work altogether (the same tokens as zeros in a tensor).
-    seed : int in [0, 2**64), None, or a 0-dim int64 tensor on the inputs' device (a device seed, see above)
+    seed : int in [0, 2**64), None, a 0-dim int64 tensor on the inputs' device (a device seed, see above), or a
+        ``[B]`` int64 tensor there (per-request seeds, see above)
     num_samples : int >= 1
         Independent samples per row.
     host_checks : bool

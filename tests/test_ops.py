@@ -175,7 +175,8 @@ _META_H, _META_W = torch.empty(2, D, device="meta"), torch.empty(V, D, device="m
     "call, error, message",
     [
         (lambda h, w: ops.sample(h, w, seed=torch.tensor(1, dtype=torch.int32)), TypeError, "0-dim torch.int64"),
-        (lambda h, w: ops.sample(h, w, seed=torch.tensor([1])), TypeError, "0-dim torch.int64"),
+        (lambda h, w: ops.sample(h, w, seed=torch.tensor([1])), TypeError, r"torch.int64 tensor of shape \[3\]"),
+        (lambda h, w: ops.sample(h, w, seed=torch.ones(3, 1, dtype=torch.int64)), TypeError, "0-dim torch.int64"),
         (lambda h, w: ops.sample(h, w, seed=-1), ValueError, "seed=-1 is out of range"),
         (lambda h, w: ops.sample(h, w, seed=2**64), ValueError, "out of range"),
         (lambda h, w: ops.sample(h, w, seed=True), TypeError, "seed must be an int"),
@@ -195,7 +196,8 @@ _META_H, _META_W = torch.empty(2, D, device="meta"), torch.empty(V, D, device="m
     ],
     ids=[
         "int32-seed",
-        "1d-seed",
+        "1d-seed-of-the-wrong-length",
+        "2d-seed",
         "negative-seed",
         "seed-2**64",
         "bool-seed",
