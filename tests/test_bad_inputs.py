@@ -190,6 +190,15 @@ CASES = [
     Case("sample(h, w, seed=2**64)", lambda x: _S(x.h, x.w, seed=2**64), ValueError, "seed=.* is out of range"),
     Case("sample(h, w, seed=1.5)", lambda x: _S(x.h, x.w, seed=1.5), TypeError, "seed"),
     Case("sample(h, w, seed=np.uint64(2**64 - 1))", lambda x: _S(x.h, x.w, seed=np.uint64(2**64 - 1)), None),
+    # ---- return_logprobs ----
+    Case("sample(h, w, return_logprobs=True)[0]", lambda x: _S(x.h, x.w, seed=1, return_logprobs=True)[0], None),
+    Case("sample(h, w, return_logprobs=1)", lambda x: _S(x.h, x.w, return_logprobs=1), TypeError, "return_logprobs"),
+    Case(
+        "sample_from_logits(z, top_k=2, return_logprobs=True)",
+        lambda x: _L(x.z, top_k=2, return_logprobs=True),
+        ValueError,
+        "return_logprobs=True is not supported with top_k",
+    ),
     # ---- per-request seeds: a [B] int64 tensor on the inputs' device ----
     Case("sample(h, w, seed=int64 [B])", lambda x: _S(x.h, x.w, seed=torch.arange(B) - 1, num_samples=2), None),
     Case("sample_from_logits(z, seed=int64 [B])", lambda x: _L(x.z, seed=torch.arange(B) * 2**40), None),
@@ -876,6 +885,12 @@ PROMISE = {
     "ops.sample_from_logits(bad z, host_checks=False)": lambda x, z: ops.sample_from_logits(
         z, seed=1, host_checks=False
     ),
+    "sample_from_logits(bad z, seed=int64 [B], return_logprobs=True, host_checks=False)[0]": lambda x, z: _L(
+        z, seed=torch.arange(B), num_samples=2, return_logprobs=True, host_checks=False
+    )[0],
+    "sample(h with a NaN row and an inf row, w, return_logprobs=True, host_checks=False)[0]": lambda x, z: _S(
+        _bad_hidden(x), x.w, seed=1, return_logprobs=True, host_checks=False
+    )[0],
 }
 
 

@@ -20,7 +20,9 @@ per row for the winner.  ``NOISE=False`` drops the noise: a call whose rows are 
 The same pass raises per-(row, tile) flags (:mod:`.flags`): ``FLAG_BAD_LOGIT`` for a NaN or +inf logit (or -inf
 where ``ALLOW_NEG_INF`` is false), ``FLAG_OVERFLOW`` for ``z / T`` overflowing float32.  With ``RETURN_LSE`` the
 tile's log-mass ``L = logsumexp_v(z / T)`` (fp32, max-shifted; the max of ``z`` for a greedy row) is
-written to ``lse[row, tile]`` in the same pass, for the grouped variants.  Stage 2
+written to ``lse[row, tile]`` in the same pass, for the grouped variants; with ``RETURN_LSE == LSE_LOGPROBS`` a
+greedy row's is ``logsumexp_v(z)`` (its law at ``T = 1``), for the chosen tokens' log-probabilities
+(:mod:`flashsampling.logprobs`).  Stage 2
 (:mod:`.stage2`) reduces over tiles.
 
 :func:`tile_epilogue` is the whole epilogue of a stage-1 matmul tile (both the one-program-per-tile
@@ -41,7 +43,13 @@ from .flags import BAD_LOGIT, OVERFLOW
 NAN_AS_MASKED = tl.constexpr(INTERPRET)
 
 
-def epilogue_constants(*, return_lse: bool, noise: bool, col_offset: int) -> dict:
+#: ``RETURN_LSE`` values: the tiles' log-masses for the grouped variants (a greedy row's is its max logit), and for
+#: log-probabilities (a greedy row's is its log-partition at ``T = 1``).
+LSE_LOG_MASSES = 1
+LSE_LOGPROBS = 2
+
+
+def epilogue_constants(*, return_lse: bool | int, noise: bool, col_offset: int) -> dict:
     """The epilogue's compile-time constants for a launch: Philox-10 (the stream's rounds), the tiles' log-masses or
     not, the noise or not, and token pairs sharing a Philox block when the shard starts on an even column."""
     return dict(N_ROUNDS=PHILOX_ROUNDS, RETURN_LSE=return_lse, PAIRED=col_offset % 2 == 0, NOISE=noise)
@@ -142,7 +150,10 @@ def perturb_select_store(
         m_l = tl.max(base, axis=1)
         safe = tl.where(m_l == float("-inf"), 0.0, m_l)
         tot = tl.sum(tl.exp(base - safe[:, None]), axis=1)
-        lse = tl.where(greedy, m_l, safe + tl.log(tl.where(tot > 0.0, tot, 1.0)))
+        if RETURN_LSE == 2:  # LSE_LOGPROBS (a compiled kernel reads only constexpr globals)
+            lse = safe + tl.log(tl.where(tot > 0.0, tot, 1.0))  # a greedy row's base is z: its T = 1 log-partition
+        else:
+            lse = tl.where(greedy, m_l, safe + tl.log(tl.where(tot > 0.0, tot, 1.0)))
         lse = tl.where(m_l == float("-inf"), float("-inf"), lse)
         tl.store(lse_ptr + rows64 * num_v_tiles + pid_v, lse, mask=row_ok)
 
