@@ -180,10 +180,10 @@ def test_eos_and_pad_default_to_generation_config():
     model = tiny_model("llama")
     model.generation_config.eos_token_id = [7, 9]
     model.generation_config.pad_token_id = None
-    assert fst._eos_and_pad(model, None, None)[1] == 7  # the first EOS id pads, as in transformers
-    eos, pad = fst._eos_and_pad(model, [], 5)
+    assert fst._eos_and_pad(model, None, None, 256)[1] == 7  # the first EOS id pads, as in transformers
+    eos, pad = fst._eos_and_pad(model, [], 5, 256)
     assert eos is None and pad == 5
-    eos, pad = fst._eos_and_pad(model, torch.tensor(4), None)  # a tensor, as some generation configs hold
+    eos, pad = fst._eos_and_pad(model, torch.tensor(4), None, 256)  # a tensor, as some generation configs hold
     assert eos.tolist() == [4] and pad == 4
 
 
@@ -441,7 +441,7 @@ def llama():
         (dict(attention_mask=torch.ones(2, 4, dtype=torch.int64)), ValueError, "attention_mask has shape"),
         (dict(attention_mask=torch.ones(2, 3)), TypeError, "attention_mask.dtype"),
         (dict(max_new_tokens=-1), ValueError, "max_new_tokens=-1"),
-        (dict(max_new_tokens=2.0), ValueError, "max_new_tokens=2.0"),
+        (dict(max_new_tokens=2.0), TypeError, "max_new_tokens must be an int >= 0, got float 2.0"),
         (dict(seed=-1), ValueError, "seed=-1 is out of range"),
         (dict(seed=2**64), ValueError, "out of range"),
         (dict(seed="7"), TypeError, "seed must be an int"),
