@@ -151,8 +151,9 @@ def test_step_seeds_on_the_device_are_step_seed():
     seeds = [0, 1, 2**63 - 1, 2**63, 2**64 - 1, *(int(x) for x in rng.integers(0, 2**63, 50, dtype=np.uint64) * 2)]
     t = torch.tensor([s - 2**64 if s >= 2**63 else s for s in seeds], dtype=torch.int64)
     for step in (0, 1, 17, 2**40):
-        got = [int(v) % 2**64 for v in step_module.step_seeds(t, step)]
-        assert got == [fst.step_seed(s, step) for s in seeds]
+        expected = [fst.step_seed(s, step) for s in seeds]
+        assert [int(v) % 2**64 for v in step_module.step_seeds(t, step)] == expected
+        assert [int(v) % 2**64 for v in step_module.step_seeds(t, torch.tensor(step))] == expected  # a device counter
 
 
 @pytest.mark.parametrize(

@@ -55,12 +55,16 @@ def _signed(x: int) -> int:
     return x - 2**64 if x >= 2**63 else x
 
 
-def step_seeds(seeds: torch.Tensor, step: int) -> torch.Tensor:
+def step_seeds(seeds: torch.Tensor, step: int | torch.Tensor) -> torch.Tensor:
     """:func:`~flashsampling.integrations.transformers.step_seed` of every request seed, on the seeds' device.
 
-    ``seeds`` int64 ``[B]`` (two's complement: the 64-bit seeds); the same SplitMix64 map in wrapping int64 arithmetic
+    ``seeds`` int64 ``[B]`` (two's complement: the 64-bit seeds); ``step`` an int or a 0-dim int64 tensor on the
+    device (a captured decode step keeps its counter there).  The same SplitMix64 map in wrapping int64 arithmetic
     (logical right shifts by masking), so the loop never reads a seed on the host and stays graph-capturable."""
-    x = seeds + _signed((int(step) + 1) * _GOLDEN_GAMMA % 2**64)
+    if isinstance(step, torch.Tensor):
+        x = seeds + (step + 1) * _signed(_GOLDEN_GAMMA)  # int64 products wrap mod 2**64
+    else:
+        x = seeds + _signed((int(step) + 1) * _GOLDEN_GAMMA % 2**64)
     x = (x ^ ((x >> 30) & ((1 << 34) - 1))) * _signed(_MIX1)
     x = (x ^ ((x >> 27) & ((1 << 37) - 1))) * _signed(_MIX2)
     return x ^ ((x >> 31) & ((1 << 33) - 1))
