@@ -46,3 +46,11 @@ def test_the_generate_benchmark_smoke_run_and_its_table(tmp_path):
     blocks = tables.render_generate(data)
     assert "| tiny-llama/B3 |" in blocks["bench-generate"] and "graph, fused" in blocks["bench-generate"]
     assert "2 model × batch points" in blocks["readme-generate"]
+
+
+def test_the_greedy_agreement_block_is_the_results_file():
+    # docs/integration.md's measured greedy agreement is benchmarks/results/greedy_agreement.json, rendered.
+    pytest.importorskip("transformers")
+    from benchmarks import greedy_agreement
+
+    assert greedy_agreement.main(["--check"]) == 0, "run: python benchmarks/greedy_agreement.py"
