@@ -171,10 +171,13 @@ def test_step_seeds_on_the_device_are_step_seed():
         (dict(presence_penalty=0.5), ["sample_from_logits"] * 2),
         (dict(min_new_tokens=1, eos_token_id=[7]), ["sample_from_logits", "sample"]),
         (dict(top_p=1.0, min_p=0.0, top_k=0, repetition_penalty=1.0), ["sample"] * 2),  # values that disable them
+        (dict(top_k=127), ["sample_from_logits"] * 2),  # beyond MAX_TOP_K (patched to 64 below), below V = 128
+        (dict(top_k=128), ["sample"] * 2),  # k >= V: no truncation
     ],
     ids=lambda v: ",".join(f"{k}={v[k]}" for k in v) if isinstance(v, dict) else None,
 )
 def test_a_step_runs_fused_unless_it_needs_the_logits(model, monkeypatch, kwargs, expected):
+    monkeypatch.setattr(flashsampling, "MAX_TOP_K", 64)
     calls = []
     for name in ("sample", "sample_from_logits"):
         real = getattr(flashsampling, name)

@@ -128,7 +128,7 @@ def fp32_logits(hidden: torch.Tensor, weight: torch.Tensor, chunk_elements: int 
     h = hidden.float()
     step = max(1, chunk_elements // max(D, 1))
     for v0 in range(0, V, step):
-        torch.matmul(h, weight[v0 : v0 + step].float().T, out=out[:, v0 : v0 + step])
+        out[:, v0 : v0 + step] = h @ weight[v0 : v0 + step].float().T
     return out
 
 
@@ -187,11 +187,14 @@ def _exact_row(z_row: torch.Tensor, temperature: float, law: StepLaw) -> torch.T
     return torch.from_numpy(probs[0] > 0)
 
 
-def fused_step(law: StepLaw, seed, return_logprobs: bool) -> bool:
+def fused_step(law: StepLaw, seed, return_logprobs: bool, vocab_size: int) -> bool:
     """Whether a step runs on the fused kernel (module docstring): no penalty, no end-of-sequence mask (checked by
-    the caller), and truncations that ``flashsampling.sample`` fuses for this seed and output."""
+    the caller), and truncations that ``flashsampling.sample`` fuses for this seed and output (a ``top_k`` in
+    ``(MAX_TOP_K, V)`` is beyond the fused kernel's)."""
     names = set(law.truncations)
     if law.penalties or not names <= FUSED_TRUNCATIONS:
+        return False
+    if law.top_k is not None and flashsampling.MAX_TOP_K < law.top_k < vocab_size:
         return False
     return not (names & _INT_SEED_ONLY) or (isinstance(seed, int) and not return_logprobs)
 
@@ -211,7 +214,7 @@ def draw(
 
     ``temperature``: a number or a ``[B]`` tensor (0 greedy); ``seed``: the step's int seed or ``[B]`` int64 row
     seeds; ``masked_ids``: end-of-sequence ids set to ``-inf`` this step (``min_new_tokens``), or ``None``."""
-    if masked_ids is None and fused_step(law, seed, return_logprobs):
+    if masked_ids is None and fused_step(law, seed, return_logprobs, weight.shape[0]):
         out = flashsampling.sample(hidden, weight, temperature=temperature, seed=seed, **law.truncations,
                                    return_logprobs=return_logprobs)  # fmt: skip
         return (out[0][:, 0], out[1][:, 0]) if return_logprobs else (out[:, 0], None)
