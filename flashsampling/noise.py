@@ -17,6 +17,11 @@ of a tile's inverse-CDF draw (the prototype of :mod:`flashsampling.tile_cdf`).  
 and ``s + 1`` are different keys, so their streams do not overlap.  Limits: index, row and sample
 each below ``2**32``.
 
+Per-request seeds (``sample(..., seed=<[B] int64 tensor>)``): row ``b`` is keyed by its own seed ``seed[b]`` and its
+counters' row field is 0, so its noise is that of row 0 of a batch of one with the int seed ``seed[b]``, wherever
+the row sits.  The twin takes an array of seeds in place of the int (:func:`key_words`, broadcast against the
+counters).
+
 * **Token noise.** Tokens ``2p`` and ``2p + 1`` share the block with counter
   ``(p, row, sample, STREAM_TOKEN)``: the even token takes ``(w0, w1)``, the odd one ``(w2, w3)``
   (all 128 bits used, one block per two tokens).  From its two words a token builds the 64-bit

@@ -230,3 +230,12 @@ def test_seed_none_compiles_fullgraph(inputs):
     got = compiled(hidden)
     torch.manual_seed(21)
     assert torch.equal(got, flashsampling.sample(hidden, weight, temperature=0.8))
+
+
+def test_per_request_seeds_through_the_ops(inputs):
+    hidden, weight = inputs
+    seeds = torch.tensor([5, -1, 2**40], device=DEVICE)
+    assert torch.equal(ops.sample(hidden, weight, seed=seeds, num_samples=2),
+                       flashsampling.sample(hidden, weight, seed=seeds, num_samples=2))  # fmt: skip
+    logits = hidden @ weight.T
+    assert torch.equal(ops.sample_from_logits(logits, seed=seeds), flashsampling.sample_from_logits(logits, seed=seeds))
