@@ -58,9 +58,9 @@ def prompts():
 
 
 def model_logits(model, ids) -> torch.Tensor:
-    """The model's own last-position logits, float32 ``[B, V]``."""
+    """The model's own last-position logits, float32 ``[B, V]`` on the CPU."""
     with torch.no_grad():
-        return model(ids).logits[:, -1].float()
+        return model(ids).logits[:, -1].float().cpu()
 
 
 def penalized(z, prompt, generated=(), *, repetition=None, presence=None, frequency=None) -> np.ndarray:
@@ -185,7 +185,8 @@ def test_a_step_runs_fused_unless_it_needs_the_logits(model, monkeypatch, kwargs
             flashsampling, name, lambda *a, real=real, name=name, **k: calls.append(name) or real(*a, **k)
         )
     args = dict(max_new_tokens=2, temperature=0.8, seed=3, eos_token_id=[]) | kwargs
-    fst.generate(model, torch.randint(0, 128, (3, 4), generator=torch.Generator().manual_seed(0)), **args)
+    ids = torch.randint(0, 128, (3, 4), generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    fst.generate(model, ids, **args)
     assert calls == expected
 
 
@@ -193,10 +194,10 @@ def test_the_fused_truncations_switch_is_one_name(model, monkeypatch):
     # When sample() takes top_p, adding "top_p" to FUSED_TRUNCATIONS sends such steps to it, with the argument.
     seen = []
     monkeypatch.setattr(
-        flashsampling, "sample", lambda h, w, **k: seen.append(k) or torch.zeros(h.shape[0], 1, dtype=torch.int64)
+        flashsampling, "sample", lambda h, w, **k: seen.append(k) or h.new_zeros((h.shape[0], 1), dtype=torch.int64)
     )
     monkeypatch.setattr(step_module, "FUSED_TRUNCATIONS", frozenset({"top_k", "top_p"}))
-    fst.generate(model, torch.tensor([[1, 2]]), max_new_tokens=1, temperature=0.8, top_p=0.9, seed=1)
+    fst.generate(model, torch.tensor([[1, 2]], device=DEVICE), max_new_tokens=1, temperature=0.8, top_p=0.9, seed=1)
     assert seen and seen[0]["top_p"] == 0.9
 
 
@@ -284,7 +285,7 @@ def test_step1_law_with_presence_and_frequency_penalties(model, prompts, monkeyp
     prompt = prompts[:1]
     kw = dict(max_new_tokens=2, temperature=T, presence_penalty=pres, frequency_penalty=freq, eos_token_id=[], seed=9)
     out = fst.generate(model, prompt.repeat(n, 1), **kw)
-    first, second = out[:, 5].numpy(), out[:, 6].numpy()
+    first, second = out[:, 5].cpu().numpy(), out[:, 6].cpu().numpy()
     a = int(np.bincount(first).argmax())
     z1 = model_logits(model, torch.cat([prompt, torch.tensor([[a]], device=DEVICE)], dim=1))[0]
     p1 = softmax(penalized(z1, prompt[0].tolist(), [a], presence=pres, frequency=freq), T)
@@ -292,7 +293,7 @@ def test_step1_law_with_presence_and_frequency_penalties(model, prompts, monkeyp
     # Planted: the penalties lost at step 1.
     monkeypatch.setattr(step_module, "apply_penalties", lambda z, law, counts: z)
     out = fst.generate(model, prompt.repeat(n, 1), **kw)
-    first_p, second_p = out[:, 5].numpy(), out[:, 6].numpy()
+    first_p, second_p = out[:, 5].cpu().numpy(), out[:, 6].cpu().numpy()
     scale = np.sqrt((first == a).sum() / (first_p == a).sum())
     assert tv(softmax(z1.double().numpy(), T), p1) > scale * result.min_detectable_tv
     with pytest.raises(AssertionError, match="samples do not match"):
@@ -356,10 +357,11 @@ def test_output_logprobs_are_the_step_laws(model, prompts, processors):
 
 
 def test_num_return_sequences_are_rows_of_the_repeated_prompts(model, prompts):
-    got = fst.generate(model, prompts, max_new_tokens=2, num_return_sequences=3, temperature=torch.tensor([0.5, 2.0]),
-                       seed=5, eos_token_id=[])  # fmt: skip
-    same = fst.generate(model, prompts.repeat_interleave(3, dim=0), max_new_tokens=2,
-                        temperature=torch.tensor([0.5] * 3 + [2.0] * 3), seed=5, eos_token_id=[])  # fmt: skip
+    t2, t6 = torch.tensor([0.5, 2.0], device=DEVICE), torch.tensor([0.5] * 3 + [2.0] * 3, device=DEVICE)
+    got = fst.generate(model, prompts, max_new_tokens=2, num_return_sequences=3, temperature=t2, seed=5,
+                       eos_token_id=[])  # fmt: skip
+    same = fst.generate(model, prompts.repeat_interleave(3, dim=0), max_new_tokens=2, temperature=t6, seed=5,
+                        eos_token_id=[])  # fmt: skip
     assert got.shape == (6, 7) and torch.equal(got, same)
     assert len({tuple(r) for r in got[3:, 5:].tolist()}) > 1  # T = 2: the three sequences differ
 
