@@ -135,9 +135,21 @@ def render(data: dict) -> dict[str, str]:
             "bench-memory": memory}  # fmt: skip
 
 
+#: The columns of the captured-decode table (``generate_h200.json`` schema 2), in order, and their headers.
+GRAPH_COLUMNS = (
+    ("hf_generate", "transformers `generate` (static cache + compile)"),
+    ("graph_unfused", "graph, softmax + multinomial"),
+    ("graph_flashinfer", "graph, FlashInfer"),
+    ("graph_fused", "**graph, fused**"),
+)
+
+
 def render_generate(data: dict) -> dict[str, str]:
     """The decoding blocks from ``generate_h200.json`` (``benchmarks/generate_h200.py``): ``bench-generate``, the
-    table of ms per output token, and ``readme-generate``, its one-line range."""
+    table of ms per output token, and ``readme-generate``, its one-line range (the captured loops of schema 2, or the
+    eager loop of the first file)."""
+    if data.get("schema") == 2:
+        return render_graph_generate(data)
     rows = data["rows"]
     lines = [
         f"Median ms per output token ({data['gpu']}, torch {data['torch']}, transformers {data['transformers']}; "
@@ -162,6 +174,48 @@ def render_generate(data: dict) -> dict[str, str]:
         f"the same loop with an unfused sampler: eager decoding spends {min(per_token):.0f}–{max(per_token):.0f} ms a "
         "token in the backbone and its launches, so the sampler's share is within the run-to-run spread "
         "(`benchmarks/README.md`).\n"
+    )
+    return {"bench-generate": "\n".join(lines) + "\n", "readme-generate": readme}
+
+
+def _ms(t: dict, key: str) -> str:
+    return f"{t[key]:.2f}" if key in t else "—"
+
+
+def render_graph_generate(data: dict) -> dict[str, str]:
+    """:func:`render_generate` for schema 2: the captured decode loops and transformers' compiled ``generate``."""
+    rows = {k: r for k, r in data["rows"].items() if "ms_per_token" in r}
+    fi = f", FlashInfer {data['flashinfer']}" if data.get("flashinfer") else ""
+    lines = [
+        f"Median ms per output token ({data['gpu']}, torch {data['torch']}, transformers {data['transformers']}{fi}; "
+        f"random {data['dtype'].replace('torch.', '')} weights, {data['prompt']}-token prompt, {data['new_tokens']} "
+        f"new tokens, prefill included, T = {data['temperature']}; `results/generate_h200.json`).  The graph columns "
+        "replay one captured decode step (static KV cache) per token; *fused* samples with `flashsampling.sample` and "
+        "per-request device seeds.",
+        "",
+        "| model / B | " + " | ".join(h for _, h in GRAPH_COLUMNS) + " | fused vs unfused | fused vs `generate` |",
+        "|---|" + "---|" * (len(GRAPH_COLUMNS) + 2),
+    ]
+    for key, r in rows.items():
+        t, sp = r["ms_per_token"], r.get("speedup", {})
+        cells = [_ms(t, m) for m, _ in GRAPH_COLUMNS]
+        cells[-1] = f"**{cells[-1]}**"
+        ratio = [f"{sp[k]:.2f}×" if k in sp else "—" for k in ("vs_graph_unfused", "vs_hf_generate")]
+        lines.append(f"| {key} | " + " | ".join(cells + ratio) + " |")
+    missing = sorted({m for r in data["rows"].values() for m, v in r.get("methods", {}).items() if "error" in v})
+    if missing or len(rows) < len(data["rows"]):
+        lines += ["", f"Missing: {', '.join(missing) or 'none'} at some points (their errors are in the file); "
+                  f"{len(data['rows']) - len(rows)} points skipped for time."]  # fmt: skip
+    vs_unfused = [r["speedup"]["vs_graph_unfused"] for r in rows.values() if "vs_graph_unfused" in r.get("speedup", {})]
+    vs_hf = [r["speedup"]["vs_hf_generate"] for r in rows.values() if "vs_hf_generate" in r.get("speedup", {})]
+    span = lambda xs: f"{min(xs):.2f}–{max(xs):.2f}×" if xs else "—"  # noqa: E731
+    readme = (
+        f"* **Decoding a real-size model inside a CUDA graph** (random weights, transformers {data['transformers']}, "
+        f"`benchmarks/results/generate_h200.json`, {len(rows)} model × batch points): time per output token of a "
+        f"captured decode step with the fused sampler {span(vs_unfused)} as fast as the same step with softmax + "
+        f"multinomial (faster at {sum(x > 1 for x in vs_unfused)} of {len(vs_unfused)} points) and {span(vs_hf)} as "
+        "fast as transformers' `generate` with a static cache and `torch.compile` (faster at "
+        f"{sum(x > 1 for x in vs_hf)} of {len(vs_hf)}) (`benchmarks/README.md`).\n"
     )
     return {"bench-generate": "\n".join(lines) + "\n", "readme-generate": readme}
 

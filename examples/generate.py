@@ -4,8 +4,9 @@
 
 The model is built from a config with seeded random weights (no download, no tokenizer), so the ids are not
 text; the point is the call.  Two prompts of different lengths share a left-padded batch.  On a CPU the kernels
-run in triton's interpreter: a few seconds for 8 tokens.  The script then checks the greedy continuation
-(``temperature=0``) against ``model.generate(do_sample=False)``.
+run in triton's interpreter: a few seconds for 8 tokens.  The script then decodes the batch again as a server
+would (one seed per request, top-p and a repetition penalty, log-probabilities: ``docs/integration.md``) and checks
+the greedy continuation (``temperature=0``, fp32) against ``model.generate(do_sample=False)``.
 """
 
 from __future__ import annotations
@@ -75,6 +76,21 @@ def main(argv: list[str] | None = None) -> torch.Tensor:
         f"{tokens.shape[1] - 5} tokens per row in {seconds:.2f} s ({kernels} kernels), "
         f"temperature={args.temperature}, seed={args.seed}"
     )
+
+    served = generate(
+        model,
+        input_ids,
+        attention_mask=attention_mask,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=0.9,
+        repetition_penalty=1.2,
+        seed=[args.seed, args.seed + 1],  # one per request: a request's tokens do not depend on its batch
+        output_logprobs=True,
+    )
+    for b, (ids, logprobs) in enumerate(zip(served.sequences.tolist(), served.logprobs.tolist())):
+        print(f"request {b} (seed {args.seed + b}, top_p=0.9, repetition_penalty=1.2): {ids[5:]}, log-probabilities "
+              f"{[round(x, 2) for x in logprobs]}")  # fmt: skip
 
     greedy = generate(
         model, input_ids, attention_mask=attention_mask, max_new_tokens=args.max_new_tokens, temperature=0.0

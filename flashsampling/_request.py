@@ -54,7 +54,8 @@ class Request:
     ----------
     num_samples : int
     seed : int in ``[0, 2**64)`` (drawn from torch's CPU generator when the caller passed ``None``), or a 0-dim
-        int64 tensor on the data's device (a device seed: the stage-1 kernel loads it, :func:`device_seed_words`)
+        int64 tensor on the data's device (a device seed: the stage-1 kernel loads it, :func:`device_seed_words`), or
+        a ``[B]`` one (per-request seeds, :func:`~flashsampling.kernels.epilogue.row_seed_words`)
     inv_temp : torch.Tensor, float32, shape (B,)
         ``1/T`` per row, 0 for a greedy row.
     temp_flags : torch.Tensor or None, int32, shape (B,)
@@ -151,7 +152,7 @@ def new_request(temperature, seed, num_samples, batch: int, device: torch.device
     0-dim int64 seed tensor on ``device`` is kept for the kernel to load (:func:`~flashsampling._validate.check_seed`;
     the single-device entry points only)."""
     S = check.check_num_samples(num_samples)
-    seed = check.check_seed(seed, device if device_seed else None)
+    seed = check.check_seed(seed, device if device_seed else None, batch if device_seed else None)
     host_checks = check.check_flag("host_checks", host_checks)
     inv_temp, temp_flags, all_greedy = check.inverse_temperature(temperature, batch, device)
     return Request(S, seed, inv_temp, temp_flags, all_greedy, temperature, host_checks, what, top_k)

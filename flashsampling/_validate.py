@@ -153,18 +153,32 @@ def check_tiles(tiles):
     return tiles
 
 
-def check_seed(seed, device: torch.device | None = None) -> int | torch.Tensor:
+def check_seed(seed, device: torch.device | None = None, batch: int | None = None) -> int | torch.Tensor:
     """A seed in ``[0, 2**64)`` (a Python or NumPy int); ``None`` draws one from torch's default CPU generator.
 
     With ``device`` (the entry points whose stage-1 kernels can load the seed: :func:`~flashsampling.sample` and
     :func:`~flashsampling.sample_from_logits`), a 0-dim ``torch.int64`` tensor is accepted too, its two's-complement
     64 bits being the seed: on ``device`` it is returned as it is (the kernel loads it: no synchronization, and a
     captured CUDA graph replays with whatever value the tensor holds); on the CPU (data elsewhere) it is read on the
-    host."""
+    host.  With ``batch`` too, a ``[batch]`` ``torch.int64`` tensor on ``device`` holds per-request seeds (one per
+    row, loaded by the kernel; returned contiguous)."""
     if device is not None and isinstance(seed, torch.Tensor):
+        if seed.layout != torch.strided:
+            raise TypeError(f"seed must be a dense (strided) tensor, got layout {seed.layout}")
+        if batch is not None and seed.dim() == 1:
+            if seed.dtype != torch.int64 or seed.shape[0] != batch:
+                raise TypeError(
+                    f"per-request seeds must be a torch.int64 tensor of shape [{batch}] (one per row), got "
+                    f"dtype={seed.dtype} and shape {tuple(seed.shape)}"
+                )
+            if not same_device(seed.device, device):
+                raise ValueError(f"per-request seeds are on {seed.device} but the inputs are on {device}: the kernel "
+                                 "loads them, so they must be on the inputs' device")  # fmt: skip
+            return seed.contiguous()
         if seed.dim() != 0 or seed.dtype != torch.int64:
+            rows = f", or a torch.int64 tensor of shape [{batch}] (per-request seeds)" if batch is not None else ""
             raise TypeError(
-                f"a tensor seed must be a 0-dim torch.int64 tensor, got dtype={seed.dtype} and shape "
+                f"a tensor seed must be a 0-dim torch.int64 tensor{rows}, got dtype={seed.dtype} and shape "
                 f"{tuple(seed.shape)}"
             )
         if seed.device == device:

@@ -17,6 +17,11 @@ of a tile's inverse-CDF draw (the prototype of :mod:`flashsampling.tile_cdf`).  
 and ``s + 1`` are different keys, so their streams do not overlap.  Limits: index, row and sample
 each below ``2**32``.
 
+Per-request seeds (``sample(..., seed=<[B] int64 tensor>)``): row ``b`` is keyed by its own seed ``seed[b]`` and its
+counters' row field is 0, so its noise is that of row 0 of a batch of one with the int seed ``seed[b]``, wherever
+the row sits.  The twin takes an array of seeds in place of the int (:func:`key_words`, broadcast against the
+counters).
+
 * **Token noise.** Tokens ``2p`` and ``2p + 1`` share the block with counter
   ``(p, row, sample, STREAM_TOKEN)``: the even token takes ``(w0, w1)``, the odd one ``(w2, w3)``
   (all 128 bits used, one block per two tokens).  From its two words a token builds the 64-bit
@@ -118,6 +123,16 @@ _TWO_M65 = 2.0**-65
 def split_seed(seed: int) -> tuple[int, int]:
     """Split a 64-bit seed into the Philox key words ``(lo, hi)``."""
     return seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+
+
+def key_words(seed) -> tuple:
+    """The Philox key ``(lo, hi)`` of a seed: ints for an int seed (:func:`split_seed`), uint32 arrays for an array of
+    seeds (per-request seeds: one key per element, broadcast against the counters; a signed array is read as its
+    two's-complement 64 bits, as the kernels read an int64 seed tensor)."""
+    if isinstance(seed, np.ndarray) and seed.ndim:
+        bits = seed.astype(np.int64).view(np.uint64) if seed.dtype.kind == "i" else seed.astype(np.uint64)
+        return (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32), (bits >> np.uint64(32)).astype(np.uint32)
+    return split_seed(int(seed))
 
 
 # --------------------------------------------------------------------------------------------
@@ -508,8 +523,11 @@ def gumbel64_from_bits(w0, w1):
 def philox4x32_np(c0, c1, c2, c3, k0, k1, rounds: int = PHILOX_ROUNDS):
     """Philox4x32 on NumPy arrays; the same integers as :func:`philox4x32`, bit for bit.
 
-    Counters broadcast against each other; keys are scalars in ``[0, 2**32)``.
+    Counters broadcast against each other; keys are scalars in ``[0, 2**32)``, or uint32 arrays that broadcast
+    against the counters (per-request seeds, :func:`key_words`).
     """
+    if isinstance(k0, np.ndarray) and k0.ndim:
+        return _philox4x32_keys_np(c0, c1, c2, c3, k0, k1, rounds)
     c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint32) for c in np.broadcast_arrays(c0, c1, c2, c3))
     m0 = np.uint64(PHILOX_M0)
     m1 = np.uint64(PHILOX_M1)
@@ -526,6 +544,25 @@ def philox4x32_np(c0, c1, c2, c3, k0, k1, rounds: int = PHILOX_ROUNDS):
         c0, c1, c2, c3 = hi1 ^ c1 ^ np.uint32(k0), lo1, hi0 ^ c3 ^ np.uint32(k1), lo0
         k0 = (k0 + PHILOX_W0) & 0xFFFFFFFF
         k1 = (k1 + PHILOX_W1) & 0xFFFFFFFF
+    return c0, c1, c2, c3
+
+
+def _philox4x32_keys_np(c0, c1, c2, c3, k0: np.ndarray, k1: np.ndarray, rounds: int):
+    """:func:`philox4x32_np` with uint32 key arrays broadcast against the counters (a key per element)."""
+    c0, c1, c2, c3, k0, k1 = (np.asarray(c, dtype=np.uint32) for c in np.broadcast_arrays(c0, c1, c2, c3, k0, k1))
+    m0 = np.uint64(PHILOX_M0)
+    m1 = np.uint64(PHILOX_M1)
+    mask = np.uint64(0xFFFFFFFF)
+    for _ in range(rounds):
+        p0 = c0.astype(np.uint64) * m0
+        p1 = c2.astype(np.uint64) * m1
+        hi0 = (p0 >> np.uint64(32)).astype(np.uint32)
+        hi1 = (p1 >> np.uint64(32)).astype(np.uint32)
+        lo0 = (p0 & mask).astype(np.uint32)
+        lo1 = (p1 & mask).astype(np.uint32)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        k0 = k0 + np.uint32(PHILOX_W0)  # uint32 array arithmetic wraps mod 2**32
+        k1 = k1 + np.uint32(PHILOX_W1)
     return c0, c1, c2, c3
 
 
@@ -559,9 +596,10 @@ def gumbel_from_bits_np(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
     return (-np.log(exponential_from_bits_np(w0, w1))).astype(np.float32)
 
 
-def tie_key_np(seed: int, row, index, sample) -> np.ndarray:
-    """NumPy twin of :func:`tie_key`: ``w0 | 1`` of block ``(index, row, sample, STREAM_TIE)`` (uint32)."""
-    k0, k1 = split_seed(int(seed))
+def tie_key_np(seed, row, index, sample) -> np.ndarray:
+    """NumPy twin of :func:`tie_key`: ``w0 | 1`` of block ``(index, row, sample, STREAM_TIE)`` (uint32).  ``seed``: an
+    int, or an array of seeds broadcast against the counters (:func:`key_words`)."""
+    k0, k1 = key_words(seed)
     w0, _, _, _ = philox4x32_np(index, row, sample, STREAM_TIE, k0, k1)
     return w0 | np.uint32(1)
 
@@ -583,8 +621,9 @@ class TieKeys:
         return self._keys if dtype is None else self._keys.astype(dtype)
 
 
-def token_noise_np(seed: int, row, index, sample, stream: int = STREAM_TOKEN, *, lazy_keys: bool = False):
-    """NumPy twin of the kernels' noise: ``(G float32, key uint32)`` broadcast over the counters.
+def token_noise_np(seed, row, index, sample, stream: int = STREAM_TOKEN, *, lazy_keys: bool = False):
+    """NumPy twin of the kernels' noise: ``(G float32, key uint32)`` broadcast over the counters.  ``seed``: an int,
+    or an array of seeds broadcast against the counters (per-request seeds, :func:`key_words`).
 
     ``lazy_keys=True`` returns the token stream's keys as a :class:`TieKeys` (evaluated on demand).
 
@@ -594,7 +633,7 @@ def token_noise_np(seed: int, row, index, sample, stream: int = STREAM_TOKEN, *,
     ``G`` from the words ``(w0, w1)`` of block ``(index, row, sample, stream)`` and ``key = w2`` (the
     group draw itself uses the float64 noise of :func:`group_noise_np`).
     """
-    k0, k1 = split_seed(int(seed))
+    k0, k1 = key_words(seed)
     if stream != STREAM_TOKEN:
         w0, w1, w2, _ = philox4x32_np(index, row, sample, stream, k0, k1)
         return gumbel_from_bits_np(w0, w1), w2

@@ -24,8 +24,18 @@ The op takes the seed as a 0-dim ``torch.int64`` tensor whose 64 bits are the se
 (negative values are the seeds in ``[2**63, 2**64)``).  The tokens are those of :func:`flashsampling.sample`
 with ``seed=s``, with its contract (noise a pure function of ``(s, row, vocabulary index, sample)``; never reuse
 one seed for two steps of the same rows).  The wrappers accept an int in ``[0, 2**64)``, such a tensor, or
-``None`` (a fresh seed from torch's default generator, the same draw as :func:`flashsampling.sample`'s).
+``None`` (a fresh seed from torch's default generator, the same draw as :func:`flashsampling.sample`'s, made as a
+tensor and never read on the host: under ``torch.compile`` it is a random node of the graph, with no data-dependent
+guard; inductor draws it from its own generator unless ``torch._inductor.config.fallback_random`` is set).
 Under ``torch.compile``, pass the seed as a tensor: an int is a constant of the graph (a new value recompiles).
+
+Checks
+------
+The wrappers check every argument before the op (``TypeError``/``ValueError`` naming it, never the schema's
+``RuntimeError``): tensors where tensors go, a number temperature that fits a float, ``num_samples`` below
+``2**32``, and every tensor on the data's device (the seed there or on the CPU).  The fake implementation repeats
+the device check: a ``meta`` seed or temperature beside real data would otherwise route the op to the meta kernel,
+whose output is uninitialized memory.
 
 A seed tensor on the inputs' device is loaded by the stage-1 kernel (a device seed: no synchronization, the
 Triton stage-1 kernels), so a captured CUDA graph replays with the value the tensor holds at replay: write the
@@ -39,10 +49,11 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
 import torch
 
 import flashsampling
-from flashsampling._validate import check_seed
+from flashsampling._validate import check_flag, check_num_samples, check_seed, same_device, short_repr
 
 __all__ = ["sample", "sample_from_logits"]
 
@@ -71,6 +82,7 @@ def _sample_op(
 @_sample_op.register_fake
 def _sample_fake(hidden, weight, temperature, temperature_value, seed, num_samples, host_checks):
     _check_2d(hidden=hidden, weight=weight)
+    _check_devices(hidden, temperature, seed, weight=weight)
     return hidden.new_empty((hidden.shape[0], num_samples), dtype=torch.int64)
 
 
@@ -96,6 +108,7 @@ def _sample_from_logits_op(
 @_sample_from_logits_op.register_fake
 def _sample_from_logits_fake(logits, temperature, temperature_value, seed, num_samples, host_checks):
     _check_2d(logits=logits)
+    _check_devices(logits, temperature, seed, name="logits")
     return logits.new_empty((logits.shape[0], num_samples), dtype=torch.int64)
 
 
@@ -119,7 +132,8 @@ def sample(
     weight : torch.Tensor, shape (V, D), same dtype and device
     temperature : float >= 0 or torch.Tensor of shape (B,)
         ``0`` is greedy.
-    seed : int in [0, 2**64), 0-dim torch.int64 tensor (its 64 bits), or None
+    seed : int in [0, 2**64), 0-dim torch.int64 tensor (its 64 bits), [B] torch.int64 tensor on the inputs' device
+        (per-request seeds, :func:`flashsampling.sample`), or None
     num_samples : int >= 1
     host_checks : bool
         As in :func:`flashsampling.sample` (one synchronization that reports NaN/inf logits and bad temperatures).
@@ -134,15 +148,19 @@ def sample(
         Bad arguments, named in the message; during CUDA-graph capture, a seed that is not a tensor on the inputs'
         device, or ``host_checks=True``.
     """
+    _check_tensor("hidden", hidden)
+    _check_tensor("weight", weight)
     temperature, temperature_value = _split_temperature(temperature)
+    seed = _seed_tensor(seed)
+    _check_devices(hidden, temperature, seed, weight=weight)
     return _sample_op(
         hidden,
         weight,
         temperature,
         temperature_value,
-        _seed_tensor(seed),
-        _check_num_samples(num_samples),
-        _check_bool("host_checks", host_checks),
+        seed,
+        check_num_samples(num_samples),
+        check_flag("host_checks", host_checks),
     )
 
 
@@ -169,52 +187,88 @@ def sample_from_logits(
     -------
     torch.Tensor, int64, shape (B, num_samples)
     """
+    _check_tensor("logits", logits)
     temperature, temperature_value = _split_temperature(temperature)
+    seed = _seed_tensor(seed)
+    _check_devices(logits, temperature, seed, name="logits")
     return _sample_from_logits_op(
         logits,
         temperature,
         temperature_value,
-        _seed_tensor(seed),
-        _check_num_samples(num_samples),
-        _check_bool("host_checks", host_checks),
+        seed,
+        check_num_samples(num_samples),
+        check_flag("host_checks", host_checks),
     )
 
 
+def _check_tensor(name: str, x) -> None:
+    """A dense tensor: anything else would reach the op's schema and fail there with a ``RuntimeError``."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense (strided) tensor, got layout {x.layout}")
+
+
 def _split_temperature(temperature) -> tuple[torch.Tensor | None, float]:
-    """A tensor goes to the op's ``temperature``; a number to ``temperature_value`` (checked by the sampler)."""
+    """A tensor goes to the op's ``temperature``; a number to ``temperature_value`` (its value is checked by the
+    sampler; one that does not fit a float is refused here, before the op's schema would turn it into an
+    ``OverflowError``)."""
     if isinstance(temperature, torch.Tensor):
+        _check_tensor("temperature", temperature)
         return temperature, 1.0
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+    if isinstance(temperature, (bool, np.bool_)) or not isinstance(temperature, numbers.Real):
         raise TypeError(f"temperature must be a float or a tensor, got {type(temperature).__name__}")
-    return None, float(temperature)
+    try:
+        return None, float(temperature)
+    except OverflowError:  # an int beyond float64's range, e.g. 10**400
+        raise ValueError(f"temperature={short_repr(temperature)} does not fit float32 (it would round to "
+                         "infinity)") from None  # fmt: skip
 
 
 def _seed_tensor(seed) -> torch.Tensor:
-    """The op's seed: a 0-dim int64 tensor whose two's-complement bits are the 64-bit seed."""
+    """The op's seed: a 0-dim int64 tensor whose two's-complement bits are the 64-bit seed.
+
+    ``None`` draws the seed of :func:`flashsampling.sample` (two 32-bit words ``hi, lo`` from torch's default
+    generator, ``hi * 2**32 + lo``) as a tensor, never read on the host: the same seed eagerly, and under
+    ``torch.compile`` a random node of the graph instead of a data-dependent guard."""
     if isinstance(seed, torch.Tensor):
-        if seed.dim() != 0 or seed.dtype != torch.int64:
+        _check_tensor("seed", seed)
+        if seed.dim() > 1 or seed.dtype != torch.int64:
             raise TypeError(
-                f"a tensor seed must be a 0-dim torch.int64 tensor, got dtype={seed.dtype} and shape "
-                f"{tuple(seed.shape)}"
+                f"a tensor seed must be a 0-dim torch.int64 tensor (or [B]: per-request seeds), got dtype={seed.dtype} "
+                f"and shape {tuple(seed.shape)}"
             )
         return seed
     if seed is None:
-        # The draw of flashsampling.sample(seed=None): two 32-bit words from torch's default CPU generator.
-        hi, lo = torch.randint(0, 2**32, (2,), dtype=torch.int64).tolist()
-        seed = (hi << 32) | lo
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        words = torch.randint(0, 2**32, (2,), dtype=torch.int64)
+        return (words[0] << 32) | words[1]  # two's complement: hi >= 2**31 gives a negative int64, seed mod 2**64
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int in [0, 2**64), a 0-dim int64 tensor or None, got {type(seed).__name__}")
     seed = int(seed)
     if not 0 <= seed < 2**64:
-        raise ValueError(f"seed={seed} is out of range; it must be in [0, 2**64)")
+        raise ValueError(f"seed={short_repr(seed)} is out of range; it must be in [0, 2**64)")
     return torch.tensor(seed - 2**64 if seed >= 2**63 else seed, dtype=torch.int64)
+
+
+def _check_devices(data: torch.Tensor, temperature, seed: torch.Tensor, *, name: str = "hidden", **others) -> None:
+    """Every tensor on the data's device (the seed there or on the CPU).  Checked before the op and again in its
+    fake implementation: a tensor on another device (``meta`` included) would otherwise send the op to that
+    device's kernel, whose output is an uninitialized tensor."""
+    device = data.device
+    for other, t in others.items():
+        if not same_device(t.device, device):
+            raise ValueError(f"{other}.device={t.device} differs from {name}.device={device}")
+    if temperature is not None and not same_device(temperature.device, device):
+        raise ValueError(f"temperature.device={temperature.device} differs from {name}.device={device}")
+    if not same_device(seed.device, device) and seed.device.type != "cpu":
+        raise ValueError(f"seed.device={seed.device} must be {name}.device={device} (a device seed) or the CPU")
 
 
 def _checked_seed(seed: torch.Tensor, device: torch.device, host_checks: bool) -> torch.Tensor | int:
     """The op's seed for the sampler (:func:`flashsampling._validate.check_seed`): the tensor itself when it is on
-    ``device`` (a device seed, loaded by the kernel), else its value read on the host as an int in ``[0, 2**64)``.
-    During CUDA-graph capture only a device seed with ``host_checks=False`` is accepted (anything read on the host
-    would be frozen into the graph)."""
+    ``device`` (a device seed, loaded by the kernel), else its value read on the host as an int in ``[0, 2**64)``;
+    per-request seeds (``[B]``) as they are.  During CUDA-graph capture only a device seed with
+    ``host_checks=False`` is accepted (anything read on the host would be frozen into the graph)."""
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         if host_checks:
             raise ValueError(
@@ -226,21 +280,9 @@ def _checked_seed(seed: torch.Tensor, device: torch.device, host_checks: bool) -
                 f"seed is on {seed.device}: during CUDA-graph capture the seed must be a tensor on "
                 f"{device}, which the kernel loads at every replay (a host seed would be frozen)"
             )
+    if seed.dim() == 1:
+        return seed  # per-request seeds: checked by the sampler against the batch
     return check_seed(seed, device)
-
-
-def _check_num_samples(num_samples) -> int:
-    if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral):
-        raise TypeError(f"num_samples must be an int >= 1, got {type(num_samples).__name__}")
-    if num_samples < 1:
-        raise ValueError(f"num_samples={num_samples} must be >= 1")
-    return int(num_samples)
-
-
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    return value
 
 
 def _check_2d(**tensors: torch.Tensor) -> None:

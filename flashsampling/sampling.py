@@ -17,6 +17,15 @@ loads it (``SEED_PTR``), so the call never reads it on the host and a captured C
 value the tensor holds (:mod:`flashsampling.ops`).  Such a call runs the Triton stage-1 kernels, not the Gluon
 kernel.
 
+Per-request seeds: a ``[B]`` ``torch.int64`` tensor on the inputs' device gives each row its own seed (its 64 bits,
+as a device seed's).  Row ``b`` is then keyed by ``seed[b]`` with the counter's row field 0: its noise is a pure
+function of ``(seed[b], v, s)``, not of its batch slot, the batch size or the other rows, so a request's tokens are
+those of a batch of one with the int seed ``seed[b]`` (``sample(h[b:b+1], W, seed=int(seed[b]))``) wherever it sits.
+Two rows with one seed draw the same noise (give requests distinct seeds, and a request a new seed per step).  The
+kernel loads the seeds (``ROW_SEEDS``: no synchronization, CUDA-graph replayable) and, as a device seed, runs the
+Triton stage-1 kernels.  ``top_k`` and the grouped, online, tensor-parallel and tile inverse-CDF samplers refuse them
+(``ValueError``/``TypeError`` naming ``seed``).
+
 Checks
 ------
 Shape, dtype and device checks are always on.  ``host_checks=True`` (the default) adds the checks
@@ -33,7 +42,10 @@ from __future__ import annotations
 import torch
 
 from ._request import lm_head_request, logits_request
+from ._validate import check_flag
+from .kernels.epilogue import LSE_LOGPROBS
 from .kernels.tiles import TileConfig
+from .logprobs import chosen_logprobs, token_logits
 from .topk import sample_top_k, sample_top_k_from_logits
 
 
@@ -47,7 +59,8 @@ def sample(
     host_checks: bool = True,
     tiles: TileConfig | None = None,
     top_k: int | torch.Tensor | None = None,
-) -> torch.Tensor:
+    return_logprobs: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Sample tokens from ``softmax(hidden @ weight.T / temperature)`` without writing the logits.
 
     The logits ``z = h @ W.T`` are computed tile by tile in fp32; each tile adds Gumbel noise to
@@ -62,7 +75,8 @@ def sample(
     temperature : float or torch.Tensor of shape (B,)
         ``0`` means greedy (argmax; exact ties broken at random).  Must be finite and ``>= 0``.  A number
         ``0`` skips the noise's work altogether (the same tokens as zeros in a tensor).
-    seed : int in [0, 2**64), None, or a 0-dim int64 tensor on the inputs' device (a device seed, see above)
+    seed : int in [0, 2**64), None, a 0-dim int64 tensor on the inputs' device (a device seed, see above), or a
+        ``[B]`` int64 tensor there (per-request seeds, see above)
     num_samples : int >= 1
         Independent samples per row.
     host_checks : bool
@@ -81,10 +95,16 @@ def sample(
         ``k >= V`` on every row) is the plain path, with the same tokens as without the argument.  A row whose
         ``k`` covers its finite tokens gets the plain sampler's token for the same seed.  A tensor is read on the host
         (a synchronization when it is on the GPU).
+    return_logprobs : bool
+        Also return each token's log-probability under the law it was drawn from, ``z_tok / T - logsumexp(z / T)``
+        (a greedy row's under ``T = 1``), from a log-sum-exp that stage 1 reduces in its own pass (the logits are
+        still never written; the Triton stage-1 kernels run): :mod:`flashsampling.logprobs` (its fp32 error bound
+        included).  Not with ``top_k`` yet (``ValueError``).
 
     Returns
     -------
     torch.Tensor, int64, shape (B, num_samples), values in [0, V)
+        With ``return_logprobs``: ``(tokens, logprobs)``, the second float32 of the same shape.
 
     Raises
     ------
@@ -93,6 +113,10 @@ def sample(
     """
     request, V = lm_head_request(hidden, weight, temperature=temperature, seed=seed, num_samples=num_samples,
                                  host_checks=host_checks, device_seed=True, top_k=top_k)  # fmt: skip
+    if _check_return_logprobs(return_logprobs, request):
+        parts, _ = request.stage1(hidden, weight, tiles, return_lse=LSE_LOGPROBS)
+        tokens = request.reduce_and_finish(parts, V)
+        return tokens, chosen_logprobs(token_logits(hidden, weight, tokens), parts[4], request.inv_temp)
     if request.top_k is not None:
         return sample_top_k(request, hidden, weight, request.top_k, tiles)
     # A greedy row's score is z, noise or not (its noise is multiplied by 0): a number temperature of 0 skips the
@@ -112,7 +136,8 @@ def sample_from_logits(
     block_b: int | None = None,
     block_v: int | None = None,
     top_k: int | torch.Tensor | None = None,
-) -> torch.Tensor:
+    return_logprobs: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Sample from ``softmax(logits / temperature)`` with the same noise path as :func:`sample`.
 
     For the same seed, ``sample_from_logits(h @ W.T)`` and ``sample(h, W)`` return the same tokens
@@ -128,14 +153,29 @@ def sample_from_logits(
         Tile sizes (powers of two); the tokens do not depend on them.
     top_k : int, torch.Tensor of shape (B,) (integer), or None
         As in :func:`sample`.
+    return_logprobs : bool
+        As in :func:`sample` (the chosen token's logit is the logits' own entry).
 
     Returns
     -------
     torch.Tensor, int64, shape (B, num_samples)
+        With ``return_logprobs``: ``(tokens, logprobs)``, the second float32 of the same shape.
     """
     request, V = logits_request(logits, temperature=temperature, seed=seed, num_samples=num_samples,
                                 host_checks=host_checks, device_seed=True, top_k=top_k)  # fmt: skip
+    if _check_return_logprobs(return_logprobs, request):
+        parts, _ = request.logits_stage1(logits, block_b, block_v, return_lse=LSE_LOGPROBS)
+        tokens = request.reduce_and_finish(parts, V)
+        return tokens, chosen_logprobs(logits.gather(1, tokens).float(), parts[4], request.inv_temp)
     if request.top_k is not None:
         return sample_top_k_from_logits(request, logits, request.top_k, block_b, block_v)
     parts, _ = request.logits_stage1(logits, block_b, block_v)
     return request.reduce_and_finish(parts, V)
+
+
+def _check_return_logprobs(return_logprobs, request) -> bool:
+    """``return_logprobs`` as a bool; with ``top_k`` (whose kernels do not reduce the kept set's log-sum-exp yet) a
+    ``ValueError``."""
+    if check_flag("return_logprobs", return_logprobs) and request.top_k is not None:
+        raise ValueError("return_logprobs=True is not supported with top_k yet (flashsampling.topk)")
+    return bool(return_logprobs)

@@ -44,7 +44,7 @@ def sample_twin(
     logits,
     temperature=1.0,
     *,
-    seed: int,
+    seed: int | np.ndarray,
     num_samples: int = 1,
     row_offset: int = 0,
     sample_offset: int = 0,
@@ -58,12 +58,14 @@ def sample_twin(
         Converted to float32 (the kernel's accumulator precision).  ``-inf`` masks a token.
     temperature : float or array of shape (B,)
         ``0`` means greedy.
-    seed : int
-        The 64-bit seed given to the kernel.
+    seed : int, or an integer array of shape (B,)
+        The 64-bit seed given to the kernel; an array holds per-request seeds (row ``b`` keyed by its own seed
+        ``seed[b]``, int64 values read as their two's-complement bits, and row counter 0, whatever its position:
+        :func:`flashsampling.sample`'s contract).
     num_samples : int
         Samples per row; sample ``s`` uses noise counter ``sample_offset + s``.
     row_offset : int
-        Global row number of the first row (the noise is keyed by the global row).
+        Global row number of the first row (the noise is keyed by the global row; not used with per-request seeds).
     chunk_elements : int
         Work size per NumPy step (memory control only; the result does not depend on it).
 
@@ -73,6 +75,9 @@ def sample_twin(
     """
     z = np.atleast_2d(np.asarray(logits, dtype=np.float32))
     b, v = z.shape
+    row_seeds = isinstance(seed, np.ndarray) and seed.ndim > 0
+    if row_seeds and seed.shape != (b,):
+        raise ValueError(f"per-request seeds must have shape ({b},), got {seed.shape}")
     inv = inverse_temperature32(temperature, b)[:, None]
     out = np.empty((b, num_samples), dtype=np.int64)
     cols = np.arange(v, dtype=np.uint32)[None, :]
@@ -80,8 +85,11 @@ def sample_twin(
     for s in range(num_samples):
         for r0 in range(0, b, rows_per_chunk):
             r1 = min(b, r0 + rows_per_chunk)
-            rows = np.arange(row_offset + r0, row_offset + r1, dtype=np.uint32)[:, None]
-            g, key = token_noise_np(seed, rows, cols, sample_offset + s, STREAM_TOKEN, lazy_keys=True)
+            if row_seeds:  # the key is the row's seed, the counter's row field 0
+                keyed, rows = seed[r0:r1, None], np.zeros((r1 - r0, 1), dtype=np.uint32)
+            else:
+                keyed, rows = seed, np.arange(row_offset + r0, row_offset + r1, dtype=np.uint32)[:, None]
+            g, key = token_noise_np(keyed, rows, cols, sample_offset + s, STREAM_TOKEN, lazy_keys=True)
             zz = z[r0:r1]
             ii = inv[r0:r1]
             with np.errstate(over="ignore", invalid="ignore"):

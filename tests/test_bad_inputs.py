@@ -190,6 +190,48 @@ CASES = [
     Case("sample(h, w, seed=2**64)", lambda x: _S(x.h, x.w, seed=2**64), ValueError, "seed=.* is out of range"),
     Case("sample(h, w, seed=1.5)", lambda x: _S(x.h, x.w, seed=1.5), TypeError, "seed"),
     Case("sample(h, w, seed=np.uint64(2**64 - 1))", lambda x: _S(x.h, x.w, seed=np.uint64(2**64 - 1)), None),
+    # ---- return_logprobs ----
+    Case("sample(h, w, return_logprobs=True)[0]", lambda x: _S(x.h, x.w, seed=1, return_logprobs=True)[0], None),
+    Case("sample(h, w, return_logprobs=1)", lambda x: _S(x.h, x.w, return_logprobs=1), TypeError, "return_logprobs"),
+    Case(
+        "sample_from_logits(z, top_k=2, return_logprobs=True)",
+        lambda x: _L(x.z, top_k=2, return_logprobs=True),
+        ValueError,
+        "return_logprobs=True is not supported with top_k",
+    ),
+    # ---- per-request seeds: a [B] int64 tensor on the inputs' device ----
+    Case("sample(h, w, seed=int64 [B])", lambda x: _S(x.h, x.w, seed=torch.arange(B) - 1, num_samples=2), None),
+    Case("sample_from_logits(z, seed=int64 [B])", lambda x: _L(x.z, seed=torch.arange(B) * 2**40), None),
+    Case(
+        "sample(h, w, seed=int64 [B - 1])",
+        lambda x: _S(x.h, x.w, seed=torch.arange(B - 1)),
+        TypeError,
+        r"per-request seeds must be a torch.int64 tensor of shape \[3\]",
+    ),
+    Case(
+        "sample_from_logits(z, seed=float [B])",
+        lambda x: _L(x.z, seed=torch.ones(B)),
+        TypeError,
+        "per-request seeds must be a torch.int64",
+    ),
+    Case(
+        "sample(h, w, seed=int64 [B] on meta)",
+        lambda x: _S(x.h, x.w, seed=torch.arange(B, device="meta")),
+        ValueError,
+        "per-request seeds are on meta",
+    ),
+    Case(
+        "sample(h, w, seed=int64 [B], top_k=2)",
+        lambda x: _S(x.h, x.w, seed=torch.arange(B), top_k=2),
+        ValueError,
+        "not supported with top_k",
+    ),
+    Case(
+        "sample_grouped(h, w, seed=int64 [B])",
+        lambda x: _G(x.h, x.w, group_sizes=[20, 20], seed=torch.arange(B)),
+        TypeError,
+        "seed must be an int",
+    ),
     Case("sample(h, w, num_samples=0)", lambda x: _S(x.h, x.w, num_samples=0), ValueError, "num_samples=0"),
     Case("sample(h, w, num_samples=np.int64(2))", lambda x: _S(x.h, x.w, num_samples=np.int64(2), seed=1), None),
     Case("sample(h, w, host_checks='no')", lambda x: _S(x.h, x.w, host_checks="no"), TypeError, "host_checks"),
@@ -496,6 +538,45 @@ CASES = [
         "temperature=1e-300",
     ),
     Case("ops.sample_from_logits(z, seed=1.5)", lambda x: ops.sample_from_logits(x.z, seed=1.5), TypeError, "seed"),
+    Case(
+        "ops.sample(h, w, seed=meta tensor)",
+        lambda x: ops.sample(x.h, x.w, seed=torch.tensor(1, device="meta")),
+        ValueError,
+        "seed.device=meta",
+    ),
+    Case(
+        "ops.sample(h, w, temperature=meta tensor)",
+        lambda x: ops.sample(x.h, x.w, temperature=torch.ones(B, device="meta"), seed=1),
+        ValueError,
+        "temperature.device=meta",
+    ),
+    Case(
+        "ops.sample_from_logits(z, temperature=meta tensor)",
+        lambda x: ops.sample_from_logits(x.z, temperature=torch.ones(B, device="meta"), seed=1),
+        ValueError,
+        "temperature.device=meta",
+    ),
+    Case("ops.sample(h.to('meta'), w)", lambda x: ops.sample(x.h.to("meta"), x.w, seed=1), ValueError, "weight.device"),
+    Case("ops.sample([[1.0]], w)", lambda x: ops.sample([[1.0]], x.w, seed=1), TypeError, "hidden must be a torch"),
+    Case("ops.sample_from_logits(None)", lambda x: ops.sample_from_logits(None, seed=1), TypeError, "logits must be"),
+    Case(
+        "ops.sample(h, w, num_samples=2**70)",
+        lambda x: ops.sample(x.h, x.w, seed=1, num_samples=2**70),
+        ValueError,
+        "num_samples=1180591620717411303424 is too large",
+    ),
+    Case(
+        "ops.sample(h, w, temperature=10**400)",
+        lambda x: ops.sample(x.h, x.w, seed=1, temperature=10**400),
+        ValueError,
+        "temperature=1000.*does not fit float32",
+    ),
+    Case(
+        "ops.sample(h, w, seed=sparse tensor)",
+        lambda x: ops.sample(x.h, x.w, seed=torch.tensor(1).to_sparse()),
+        TypeError,
+        "seed must be a dense",
+    ),
 ]
 
 
@@ -804,6 +885,12 @@ PROMISE = {
     "ops.sample_from_logits(bad z, host_checks=False)": lambda x, z: ops.sample_from_logits(
         z, seed=1, host_checks=False
     ),
+    "sample_from_logits(bad z, seed=int64 [B], return_logprobs=True, host_checks=False)[0]": lambda x, z: _L(
+        z, seed=torch.arange(B), num_samples=2, return_logprobs=True, host_checks=False
+    )[0],
+    "sample(h with a NaN row and an inf row, w, return_logprobs=True, host_checks=False)[0]": lambda x, z: _S(
+        _bad_hidden(x), x.w, seed=1, return_logprobs=True, host_checks=False
+    )[0],
 }
 
 

@@ -180,10 +180,10 @@ def test_eos_and_pad_default_to_generation_config():
     model = tiny_model("llama")
     model.generation_config.eos_token_id = [7, 9]
     model.generation_config.pad_token_id = None
-    assert fst._eos_and_pad(model, None, None)[1] == 7  # the first EOS id pads, as in transformers
-    eos, pad = fst._eos_and_pad(model, [], 5)
+    assert fst._eos_and_pad(model, None, None, 256)[1] == 7  # the first EOS id pads, as in transformers
+    eos, pad = fst._eos_and_pad(model, [], 5, 256)
     assert eos is None and pad == 5
-    eos, pad = fst._eos_and_pad(model, torch.tensor(4), None)  # a tensor, as some generation configs hold
+    eos, pad = fst._eos_and_pad(model, torch.tensor(4), None, 256)  # a tensor, as some generation configs hold
     assert eos.tolist() == [4] and pad == 4
 
 
@@ -368,6 +368,47 @@ def _wide_head():
     return model
 
 
+class _ScaledHead(torch.nn.Linear):
+    """A custom head class: the weight of a Linear, logits scaled by 0.5."""
+
+    def forward(self, x):
+        return 0.5 * super().forward(x)
+
+
+def _with_head(head_factory):
+    model = tiny_model("llama")
+    model.lm_head = head_factory(model.lm_head)
+    return model
+
+
+def _hooked_head():
+    model = tiny_model("llama")
+    model.lm_head.register_forward_hook(lambda module, args, out: out / 2)
+    return model
+
+
+def _hooked_model():
+    model = tiny_model("llama")
+    model.register_forward_pre_hook(lambda module, args: None)
+    return model
+
+
+def _instance_forward():
+    model = tiny_model("llama")
+    real = model.lm_head.forward
+    model.lm_head.forward = lambda x: real(x) * 2
+    return model
+
+
+def _custom_head():
+    def make(head):
+        custom = _ScaledHead(head.in_features, head.out_features, bias=False)
+        custom.weight = head.weight
+        return custom
+
+    return _with_head(make)
+
+
 #: name -> (model factory, error, message the error must contain)
 _BAD_MODELS = {
     "not-a-model": (lambda: torch.nn.Linear(4, 4), TypeError, "transformers.PreTrainedModel"),
@@ -413,6 +454,11 @@ _BAD_MODELS = {
     "head-bias": (lambda: tiny_model("phi"), ValueError, "it has a bias"),
     "unsupported-family": (lambda: tiny_model("gpt2", n_embd=64, n_layer=1, n_head=4), ValueError, "model_type='gpt2'"),
     "hidden-size-mismatch": (_wide_head, ValueError, "D=72 columns but config.hidden_size=64"),
+    "lm_head-forward-hook": (_hooked_head, ValueError, r"model.get_output_embeddings\(\) has forward hooks"),
+    "model-forward-pre-hook": (_hooked_model, ValueError, "the model has forward hooks"),
+    "lm_head-forward-on-the-instance": (_instance_forward, ValueError, "replaced on the instance"),
+    "custom-head-class": (_custom_head, ValueError, "a _ScaledHead whose forward is not torch.nn.Linear's"),
+    "meta-device": (lambda: tiny_model("llama").to("meta"), ValueError, "on the meta device"),
 }
 
 
@@ -441,7 +487,7 @@ def llama():
         (dict(attention_mask=torch.ones(2, 4, dtype=torch.int64)), ValueError, "attention_mask has shape"),
         (dict(attention_mask=torch.ones(2, 3)), TypeError, "attention_mask.dtype"),
         (dict(max_new_tokens=-1), ValueError, "max_new_tokens=-1"),
-        (dict(max_new_tokens=2.0), ValueError, "max_new_tokens=2.0"),
+        (dict(max_new_tokens=2.0), TypeError, "max_new_tokens must be an int >= 0, got float 2.0"),
         (dict(seed=-1), ValueError, "seed=-1 is out of range"),
         (dict(seed=2**64), ValueError, "out of range"),
         (dict(seed="7"), TypeError, "seed must be an int"),
@@ -460,8 +506,84 @@ def test_bad_arguments_raise_naming_them(llama, kwargs, error, message):
         fst.generate(llama, args.pop("input_ids"), **args)
 
 
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(temperature=-1.0), ValueError, "temperature=-1.0 is invalid"),
+        (dict(temperature=torch.tensor([1.0, float("nan")])), ValueError, r"temperature\[1\]=nan is invalid"),
+        (dict(pad_token_id=-1), ValueError, r"pad_token_id=-1 is out of range.*\[0, 256\)"),
+        (dict(pad_token_id=2**70), ValueError, "pad_token_id=1180591620717411303424 is out of range"),
+        (dict(pad_token_id=256), ValueError, "pad_token_id=256 is out of range"),
+        (dict(eos_token_id=-1), ValueError, "eos_token_id=-1 is out of range"),
+        (dict(eos_token_id=[2, 2**70]), ValueError, "eos_token_id=1180591620717411303424 is out of range"),
+        (dict(max_new_tokens=True), TypeError, "max_new_tokens must be an int"),
+        (dict(seed=[1, 2, 3]), ValueError, r"seed has 3 per-request seeds; one per output row \(2\)"),
+        (dict(seed=[1, -1]), ValueError, "seed=-1 is out of range"),
+        (dict(top_k=-1), ValueError, "top_k=-1 must be an int >= 0"),
+        (dict(top_k=2.5), TypeError, "top_k must be an int"),
+        (dict(top_p=0.0), ValueError, r"top_p=0.0 must be finite and in \(0.0, 1.0\]"),
+        (dict(top_p=1.5), ValueError, "top_p=1.5"),
+        (dict(min_p=-0.1), ValueError, "min_p=-0.1"),
+        (dict(repetition_penalty=0.0), ValueError, "repetition_penalty=0.0"),
+        (dict(presence_penalty=float("inf")), ValueError, "presence_penalty=inf must be finite"),
+        (dict(frequency_penalty="1"), TypeError, "frequency_penalty must be a number"),
+        (dict(min_new_tokens=-2), ValueError, "min_new_tokens=-2"),
+        (dict(num_return_sequences=0), ValueError, "num_return_sequences=0"),
+        (dict(num_return_sequences=2, temperature=0.0), ValueError, "num_return_sequences=2 with greedy"),
+        (dict(do_sample="yes"), TypeError, "do_sample must be a bool"),
+        (dict(do_sample=False, temperature=0.7), ValueError, "do_sample=False .greedy. contradicts temperature=0.7"),
+        (dict(stop_strings="ab"), ValueError, "needs tokenizer="),
+        (dict(stop_strings=[""], tokenizer=object()), TypeError, "stop_strings must be a non-empty string"),
+        (dict(streamer=object()), TypeError, r"streamer must have put\(\) and end\(\)"),
+        (dict(output_logprobs="yes"), TypeError, "output_logprobs must be a bool"),
+        (dict(verify_head=1), TypeError, "verify_head must be a bool"),
+    ],
+    ids=lambda v: str(v) if isinstance(v, str) else None,
+)
+def test_bad_arguments_raise_even_with_zero_new_tokens(llama, kwargs, error, message):
+    # Every argument is checked before the loop, so max_new_tokens=0 (which decodes nothing) accepts no bad value.
+    kwargs = {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    args = dict(max_new_tokens=0, temperature=1.0, seed=0) | kwargs
+    with pytest.raises(error, match=message):
+        fst.generate(llama, _IDS, **args)
+
+
 def test_zero_new_tokens_returns_the_prompt(llama):
     assert torch.equal(fst.generate(llama, _IDS, max_new_tokens=0, seed=0), _IDS)
+
+
+# ------------------------------------------------------------------------------------------------
+# A family outside the list opts in when its head passes the probe
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_type, overrides", [("gpt2", dict(n_embd=64, n_layer=2, n_head=4)), ("gpt_neox", {})])
+def test_verify_head_opts_a_plain_family_in(model_type, overrides):
+    model = tiny_model(model_type, **overrides)
+    ids, mask = left_padded_batch(256)
+    with pytest.raises(ValueError, match="pass verify_head=True"):
+        fst.generate(model, ids, attention_mask=mask, max_new_tokens=1)
+    expected = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=3, eos_token_id=None,
+                              pad_token_id=0)  # fmt: skip
+    got = fst.generate(model, ids, attention_mask=mask, max_new_tokens=3, temperature=0.0, eos_token_id=[],
+                       verify_head=True)  # fmt: skip
+    assert torch.equal(got, expected)
+
+
+def test_verify_head_refuses_a_head_that_fails_the_probe(monkeypatch):
+    # A class whose forward scales the logits (no config field, no hook, no instance forward: only the probe sees it).
+    model = tiny_model("gpt2", n_embd=64, n_layer=2, n_head=4)
+    real = type(model).forward
+
+    def scaled(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        out.logits = out.logits * 0.9
+        return out
+
+    fst.split_lm_head(model, verify_head=True)  # plain: passes
+    monkeypatch.setattr(type(model), "forward", scaled)
+    with pytest.raises(ValueError, match="not a plain final-norm matmul on a probe input"):
+        fst.split_lm_head(model, verify_head=True)
 
 
 def test_triton_imported_before_flashsampling_is_refused(monkeypatch):

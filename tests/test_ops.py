@@ -175,7 +175,8 @@ _META_H, _META_W = torch.empty(2, D, device="meta"), torch.empty(V, D, device="m
     "call, error, message",
     [
         (lambda h, w: ops.sample(h, w, seed=torch.tensor(1, dtype=torch.int32)), TypeError, "0-dim torch.int64"),
-        (lambda h, w: ops.sample(h, w, seed=torch.tensor([1])), TypeError, "0-dim torch.int64"),
+        (lambda h, w: ops.sample(h, w, seed=torch.tensor([1])), TypeError, r"torch.int64 tensor of shape \[3\]"),
+        (lambda h, w: ops.sample(h, w, seed=torch.ones(3, 1, dtype=torch.int64)), TypeError, "0-dim torch.int64"),
         (lambda h, w: ops.sample(h, w, seed=-1), ValueError, "seed=-1 is out of range"),
         (lambda h, w: ops.sample(h, w, seed=2**64), ValueError, "out of range"),
         (lambda h, w: ops.sample(h, w, seed=True), TypeError, "seed must be an int"),
@@ -195,7 +196,8 @@ _META_H, _META_W = torch.empty(2, D, device="meta"), torch.empty(V, D, device="m
     ],
     ids=[
         "int32-seed",
-        "1d-seed",
+        "1d-seed-of-the-wrong-length",
+        "2d-seed",
         "negative-seed",
         "seed-2**64",
         "bool-seed",
@@ -217,3 +219,23 @@ _META_H, _META_W = torch.empty(2, D, device="meta"), torch.empty(V, D, device="m
 def test_bad_arguments_raise_naming_them(inputs, call, error, message):
     with pytest.raises(error, match=message):
         call(*inputs)
+
+
+def test_seed_none_compiles_fullgraph(inputs):
+    # seed=None draws the seed as a tensor (never read on the host): no data-dependent guard under fullgraph=True,
+    # and with aot_eager (torch's own randint) the draw of the eager call for the same torch.manual_seed.
+    hidden, weight = inputs
+    compiled = torch.compile(lambda h: ops.sample(h, weight, temperature=0.8), fullgraph=True, backend="aot_eager")
+    torch.manual_seed(21)
+    got = compiled(hidden)
+    torch.manual_seed(21)
+    assert torch.equal(got, flashsampling.sample(hidden, weight, temperature=0.8))
+
+
+def test_per_request_seeds_through_the_ops(inputs):
+    hidden, weight = inputs
+    seeds = torch.tensor([5, -1, 2**40], device=DEVICE)
+    assert torch.equal(ops.sample(hidden, weight, seed=seeds, num_samples=2),
+                       flashsampling.sample(hidden, weight, seed=seeds, num_samples=2))  # fmt: skip
+    logits = hidden @ weight.T
+    assert torch.equal(ops.sample_from_logits(logits, seed=seeds), flashsampling.sample_from_logits(logits, seed=seeds))

@@ -20,7 +20,9 @@ per row for the winner.  ``NOISE=False`` drops the noise: a call whose rows are 
 The same pass raises per-(row, tile) flags (:mod:`.flags`): ``FLAG_BAD_LOGIT`` for a NaN or +inf logit (or -inf
 where ``ALLOW_NEG_INF`` is false), ``FLAG_OVERFLOW`` for ``z / T`` overflowing float32.  With ``RETURN_LSE`` the
 tile's log-mass ``L = logsumexp_v(z / T)`` (fp32, max-shifted; the max of ``z`` for a greedy row) is
-written to ``lse[row, tile]`` in the same pass, for the grouped variants.  Stage 2
+written to ``lse[row, tile]`` in the same pass, for the grouped variants; with ``RETURN_LSE == LSE_LOGPROBS`` a
+greedy row's is ``logsumexp_v(z)`` (its law at ``T = 1``), for the chosen tokens' log-probabilities
+(:mod:`flashsampling.logprobs`).  Stage 2
 (:mod:`.stage2`) reduces over tiles.
 
 :func:`tile_epilogue` is the whole epilogue of a stage-1 matmul tile (both the one-program-per-tile
@@ -41,7 +43,13 @@ from .flags import BAD_LOGIT, OVERFLOW
 NAN_AS_MASKED = tl.constexpr(INTERPRET)
 
 
-def epilogue_constants(*, return_lse: bool, noise: bool, col_offset: int) -> dict:
+#: ``RETURN_LSE`` values: the tiles' log-masses for the grouped variants (a greedy row's is its max logit), and for
+#: log-probabilities (a greedy row's is its log-partition at ``T = 1``).
+LSE_LOG_MASSES = 1
+LSE_LOGPROBS = 2
+
+
+def epilogue_constants(*, return_lse: bool | int, noise: bool, col_offset: int) -> dict:
     """The epilogue's compile-time constants for a launch: Philox-10 (the stream's rounds), the tiles' log-masses or
     not, the noise or not, and token pairs sharing a Philox block when the shard starts on an even column."""
     return dict(N_ROUNDS=PHILOX_ROUNDS, RETURN_LSE=return_lse, PAIRED=col_offset % 2 == 0, NOISE=noise)
@@ -53,6 +61,17 @@ def device_seed_words(seed_ptr):
     two's-complement bits of the seed ``s``, so ``(s mod 2**32, s >> 32)`` as :func:`~flashsampling.noise.split_seed`
     gives for the int).  The stage-1 kernels call it under ``SEED_PTR``: one scalar load per program."""
     s = tl.load(seed_ptr).to(tl.uint64, bitcast=True)
+    lo = (s & 0xFFFFFFFF).to(tl.uint32)
+    hi = (s >> 32).to(tl.uint32)
+    return lo, hi
+
+
+@device_function
+def row_seed_words(seed_ptr, rows64, row_ok):
+    """The Philox keys ``(lo, hi)`` of per-request seeds: per row ``b`` the low and high 32 bits of the int64 at
+    ``seed_ptr + b`` (:func:`device_seed_words`, one load per row; 0 for rows outside the batch, whose candidates are
+    never stored).  The stage-1 kernels call it under ``ROW_SEEDS``, where the counter's row field is 0."""
+    s = tl.load(seed_ptr + rows64, mask=row_ok, other=0).to(tl.uint64, bitcast=True)
     lo = (s & 0xFFFFFFFF).to(tl.uint32)
     hi = (s >> 32).to(tl.uint32)
     return lo, hi
@@ -116,8 +135,12 @@ def perturb_select_store(
     RETURN_LSE: tl.constexpr,
     PAIRED: tl.constexpr,
     NOISE: tl.constexpr,
+    ROW_SEEDS: tl.constexpr = False,
 ):
-    """``(B_tile, V_tile)`` fp32 logits -> per (row, sample) the tile's max score, its key and its index."""
+    """``(B_tile, V_tile)`` fp32 logits -> per (row, sample) the tile's max score, its key and its index.
+
+    ``k0, k1``: the Philox key, scalars (one seed; the counter's row field is the row) or, with ``ROW_SEEDS``,
+    ``[B_tile]`` vectors (:func:`row_seed_words`; the counter's row field is 0)."""
     base, flag, greedy = scores_and_flags(z, row_ok, col_ok, inv_temp, ALLOW_NEG_INF)
     rows64 = rows.to(tl.int64)
     tl.store(flag_ptr + rows64 * num_v_tiles + pid_v, flag, mask=row_ok)
@@ -127,18 +150,25 @@ def perturb_select_store(
         m_l = tl.max(base, axis=1)
         safe = tl.where(m_l == float("-inf"), 0.0, m_l)
         tot = tl.sum(tl.exp(base - safe[:, None]), axis=1)
-        lse = tl.where(greedy, m_l, safe + tl.log(tl.where(tot > 0.0, tot, 1.0)))
+        if RETURN_LSE == 2:  # LSE_LOGPROBS (a compiled kernel reads only constexpr globals)
+            lse = safe + tl.log(tl.where(tot > 0.0, tot, 1.0))  # a greedy row's base is z: its T = 1 log-partition
+        else:
+            lse = tl.where(greedy, m_l, safe + tl.log(tl.where(tot > 0.0, tot, 1.0)))
         lse = tl.where(m_l == float("-inf"), float("-inf"), lse)
         tl.store(lse_ptr + rows64 * num_v_tiles + pid_v, lse, mask=row_ok)
 
     noisy = (~greedy)[:, None]
     tile_start = col_offset + pid_v.to(tl.int64) * BLOCK_SIZE_V
-    u_rows = rows.to(tl.uint32)
+    if ROW_SEEDS:
+        u_rows = tl.zeros_like(rows).to(tl.uint32)  # a request's noise does not depend on its batch slot
+    else:
+        u_rows = rows.to(tl.uint32)
     for smp in range(0, num_samples):
         c_smp = (tl.zeros([1, 1], dtype=tl.int32) + smp).to(tl.uint32)
         m, idx, key = select_chunk(
-            base, noisy, u_rows, c_smp, tile_start, k0, k1, BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, PAIRED, NOISE
-        )
+            base, noisy, u_rows, c_smp, tile_start, k0, k1, BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, PAIRED, NOISE,
+            ROW_SEEDS,
+        )  # fmt: skip
         off = (rows64 * num_samples + smp) * num_v_tiles + pid_v
         tl.store(part_max_ptr + off, m, mask=row_ok)
         tl.store(part_key_ptr + off, key.to(tl.int64), mask=row_ok)
@@ -159,16 +189,24 @@ def select_chunk(
     N_ROUNDS: tl.constexpr,
     PAIRED: tl.constexpr,
     NOISE: tl.constexpr,
+    ROW_SEEDS: tl.constexpr = False,
 ):
     """Perturb the ``[BLOCK_SIZE_B, WIDTH]`` scores ``base`` (global columns from ``chunk_start``) and
-    return per row ``(max score, global index, tie-break key)`` of the winner."""
+    return per row ``(max score, global index, tie-break key)`` of the winner.  ``ROW_SEEDS``: ``k0, k1`` are
+    per-row key vectors (:func:`perturb_select_store`)."""
     c_row = u_rows[:, None]
+    if ROW_SEEDS:
+        kb0 = k0[:, None]
+        kb1 = k1[:, None]
+    else:
+        kb0 = k0
+        kb1 = k1
     if PAIRED:
         # Tokens (2p, 2p + 1) share Philox block p: split the chunk into its even and odd columns.
         b_even, b_odd = tl.split(tl.reshape(base, [BLOCK_SIZE_B, WIDTH // 2, 2]))
         if NOISE:
             pairs = (chunk_start // 2 + tl.arange(0, WIDTH // 2)).to(tl.uint32)[None, :]
-            g_even, g_odd = pair_noise(k0, k1, c_row, pairs, c_smp, N_ROUNDS)
+            g_even, g_odd = pair_noise(kb0, kb1, c_row, pairs, c_smp, N_ROUNDS)
             s_even = tl.where(noisy, b_even + g_even, b_even)
             s_odd = tl.where(noisy, b_odd + g_odd, b_odd)
         else:
@@ -185,8 +223,8 @@ def select_chunk(
         if tl.max(n_hit, axis=0) > 1:
             # An exact float32 tie at the top (rare): the larger tie-break key wins.
             even_idx = (chunk_start + 2 * tl.arange(0, WIDTH // 2)).to(tl.uint32)[None, :]
-            k_even = tl.where(hit_even, tie_key(k0, k1, c_row, even_idx, c_smp, N_ROUNDS), 0)
-            k_odd = tl.where(hit_odd, tie_key(k0, k1, c_row, even_idx + 1, c_smp, N_ROUNDS), 0)
+            k_even = tl.where(hit_even, tie_key(kb0, kb1, c_row, even_idx, c_smp, N_ROUNDS), 0)
+            k_odd = tl.where(hit_odd, tie_key(kb0, kb1, c_row, even_idx + 1, c_smp, N_ROUNDS), 0)
             best_even = tl.max(k_even, axis=1)
             best_odd = tl.max(k_odd, axis=1)
             pos_tie = tl.where(best_even >= best_odd, 2 * tl.argmax(k_even, axis=1), 2 * tl.argmax(k_odd, axis=1) + 1)
@@ -195,7 +233,7 @@ def select_chunk(
         # A chunk that starts on an odd index (a shard at an odd offset): one block per token.
         gidx = (chunk_start + tl.arange(0, WIDTH)).to(tl.uint32)[None, :]
         if NOISE:
-            g = token_noise(k0, k1, c_row, gidx, c_smp, N_ROUNDS)
+            g = token_noise(kb0, kb1, c_row, gidx, c_smp, N_ROUNDS)
             score = tl.where(noisy, base + g, base)
         else:
             score = base
@@ -203,7 +241,7 @@ def select_chunk(
         hit = (score == m[:, None]) & (m > float("-inf"))[:, None]
         n_hit = tl.sum(hit.to(tl.int32), axis=1)
         if tl.max(n_hit, axis=0) > 1:
-            kk = tl.where(hit, tie_key(k0, k1, c_row, gidx, c_smp, N_ROUNDS), 0)
+            kk = tl.where(hit, tie_key(kb0, kb1, c_row, gidx, c_smp, N_ROUNDS), 0)
             pos = tl.where(n_hit > 1, tl.argmax(kk, axis=1), pos)
     idx = chunk_start + pos.to(tl.int64)
     # The winner's key, for ties across chunks and tiles (a [BLOCK_SIZE_B] vector: cheap).
@@ -216,23 +254,26 @@ def tile_epilogue(
     acc, slot_id, pid_b, pid_v, num_v_tiles, B, V, col_offset, num_samples, seed_lo, seed_hi, inv_temp_ptr,
     part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr, scratch_ptr,
     BLOCK_SIZE_B: tl.constexpr, BLOCK_SIZE_V: tl.constexpr, N_ROUNDS: tl.constexpr, RETURN_LSE: tl.constexpr,
-    PAIRED: tl.constexpr, NOISE: tl.constexpr, EPILOGUE_V: tl.constexpr,
+    PAIRED: tl.constexpr, NOISE: tl.constexpr, EPILOGUE_V: tl.constexpr, ROW_SEEDS: tl.constexpr = False,
 ):  # fmt: skip
     """The epilogue of one ``[BLOCK_SIZE_B, BLOCK_SIZE_V]`` logit tile ``acc`` (rows from
     ``pid_b * BLOCK_SIZE_B``, columns from ``pid_v * BLOCK_SIZE_V``): temperature, noise, the tile's
     candidate(s).  With ``EPILOGUE_V`` the tile is staged through scratch slot ``slot_id`` (the
     chunk loop unrolled or software-pipelined was measured no faster:
-    ``benchmarks/results/persistent_sweep_h200_v5.json``)."""
+    ``benchmarks/results/persistent_sweep_h200_v5.json``).  ``ROW_SEEDS``: ``seed_lo`` points to the ``[B]`` int64
+    per-request seeds (:func:`row_seed_words`)."""
     rows = pid_b * BLOCK_SIZE_B + tl.arange(0, BLOCK_SIZE_B)
     cols = pid_v * BLOCK_SIZE_V + tl.arange(0, BLOCK_SIZE_V)
     row_ok = rows < B
     col_ok = cols < V
     inv_temp = tl.load(inv_temp_ptr + rows.to(tl.int64), mask=row_ok, other=1.0)
+    if ROW_SEEDS:
+        seed_lo, seed_hi = row_seed_words(seed_lo, rows.to(tl.int64), row_ok)
     if EPILOGUE_V == 0:
         perturb_select_store(
             acc, rows, cols, col_offset, row_ok, col_ok, inv_temp, seed_lo.to(tl.uint32), seed_hi.to(tl.uint32),
             num_samples, pid_v, num_v_tiles, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
-            BLOCK_SIZE_B, BLOCK_SIZE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,
+            BLOCK_SIZE_B, BLOCK_SIZE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE, ROW_SEEDS,
         )  # fmt: skip
     else:
         # Stage the tile through the scratch slot (it stays in L2) and run the epilogue on
@@ -247,7 +288,7 @@ def tile_epilogue(
             staged_chunk(
                 c, slot, r_loc, rows, row_ok, pid_v, num_chunks, V, col_offset, num_samples, seed_lo, seed_hi,
                 inv_temp, part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
-                BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, RETURN_LSE, PAIRED, NOISE, EPILOGUE_V,
+                BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, RETURN_LSE, PAIRED, NOISE, EPILOGUE_V, ROW_SEEDS,
             )  # fmt: skip
         # A persistent program reuses its slot for the next tile: every chunk must be read first.
         tl.debug_barrier()
@@ -258,7 +299,7 @@ def staged_chunk(
     c, slot, r_loc, rows, row_ok, pid_v, num_chunks, V, col_offset, num_samples, seed_lo, seed_hi, inv_temp,
     part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
     BLOCK_SIZE_B: tl.constexpr, BLOCK_SIZE_V: tl.constexpr, N_ROUNDS: tl.constexpr, RETURN_LSE: tl.constexpr,
-    PAIRED: tl.constexpr, NOISE: tl.constexpr, EPILOGUE_V: tl.constexpr,
+    PAIRED: tl.constexpr, NOISE: tl.constexpr, EPILOGUE_V: tl.constexpr, ROW_SEEDS: tl.constexpr = False,
 ):  # fmt: skip
     """Chunk ``c`` of a staged tile: reload ``EPILOGUE_V`` columns from the scratch slot and store
     their candidate (candidate ``pid_v * (BLOCK_SIZE_V // EPILOGUE_V) + c`` of ``num_chunks``)."""
@@ -270,5 +311,5 @@ def staged_chunk(
         z, rows, ccols, col_offset, row_ok & (tl.zeros_like(rows) + chunk < num_chunks), ccols < V, inv_temp,
         seed_lo.to(tl.uint32), seed_hi.to(tl.uint32), num_samples, chunk, num_chunks,
         part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr,
-        BLOCK_SIZE_B, EPILOGUE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE,
+        BLOCK_SIZE_B, EPILOGUE_V, False, N_ROUNDS, RETURN_LSE, PAIRED, NOISE, ROW_SEEDS,
     )  # fmt: skip

@@ -66,9 +66,10 @@ def fused_persistent_kernel(
     EPILOGUE_V: tl.constexpr,
     FLATTEN: tl.constexpr,
     SEED_PTR: tl.constexpr = False,
+    ROW_SEEDS: tl.constexpr = False,
 ):
-    """Persistent ``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)``, fp32 accumulation.  ``SEED_PTR`` as in
-    :func:`~.stage1.fused_stage1_kernel`."""
+    """Persistent ``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)``, fp32 accumulation.  ``SEED_PTR`` and
+    ``ROW_SEEDS`` as in :func:`~.stage1.fused_stage1_kernel`."""
     if SEED_PTR:
         seed_lo, seed_hi = device_seed_words(seed_lo)
     program = tl.program_id(0)
@@ -90,7 +91,7 @@ def fused_persistent_kernel(
         tile_epilogue(
             acc, program, pid_b, pid_v, num_v_tiles, B, V, col_offset, num_samples, seed_lo, seed_hi, inv_temp_ptr,
             part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr, scratch_ptr,
-            BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, RETURN_LSE, PAIRED, NOISE, EPILOGUE_V,
+            BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, RETURN_LSE, PAIRED, NOISE, EPILOGUE_V, ROW_SEEDS,
         )  # fmt: skip
 
 
@@ -130,8 +131,8 @@ def launch_persistent(
     grid, args = persistent_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles,
                                       col_offset)  # fmt: skip
     consts = epilogue_constants(return_lse=return_lse, noise=noise, col_offset=col_offset)
-    if isinstance(seed_lo, torch.Tensor):
-        consts["SEED_PTR"] = True  # a device seed
+    if isinstance(seed_lo, torch.Tensor):  # a device seed (0-dim) or per-request seeds ([B]): the kernel loads them
+        consts["ROW_SEEDS" if seed_lo.dim() == 1 else "SEED_PTR"] = True
     return direct(fused_persistent_kernel)[grid](
         *args, **tiles.matmul_constants(upcast), NUM_PROGRAMS=grid[0], FLATTEN=True, **consts,
         EPILOGUE_V=tiles.epilogue_v, **tiles.launch_options(),

@@ -57,7 +57,7 @@ import triton
 import triton.language as tl
 
 from .._device import UPCAST_DOT, device_function
-from .epilogue import device_seed_words, epilogue_constants, perturb_select_store, tile_epilogue
+from .epilogue import device_seed_words, epilogue_constants, perturb_select_store, row_seed_words, tile_epilogue
 from .hardware import tma_compatible
 from .launch import cdiv, direct
 from .persistent import launch_persistent
@@ -137,9 +137,11 @@ def fused_stage1_kernel(
     NOISE: tl.constexpr,
     EPILOGUE_V: tl.constexpr,
     SEED_PTR: tl.constexpr = False,
+    ROW_SEEDS: tl.constexpr = False,
 ):
     """``(B,D) @ (D,V) -> per tile argmax_V(z * (1/T) + G)`` with ``z`` accumulated in fp32.  ``SEED_PTR``:
-    ``seed_lo`` points to the int64 seed (a device seed, :func:`~.epilogue.device_seed_words`)."""
+    ``seed_lo`` points to the int64 seed (a device seed, :func:`~.epilogue.device_seed_words`); ``ROW_SEEDS``: to
+    ``B`` int64 per-request seeds (:func:`~.epilogue.row_seed_words`)."""
     if SEED_PTR:
         seed_lo, seed_hi = device_seed_words(seed_lo)
     pid = tl.program_id(0)
@@ -160,7 +162,7 @@ def fused_stage1_kernel(
     tile_epilogue(
         acc, pid, pid_b, pid_v, num_v_tiles, B, V, col_offset, num_samples, seed_lo, seed_hi, inv_temp_ptr,
         part_max_ptr, part_key_ptr, part_idx_ptr, flag_ptr, lse_ptr, scratch_ptr,
-        BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, RETURN_LSE, PAIRED, NOISE, EPILOGUE_V,
+        BLOCK_SIZE_B, BLOCK_SIZE_V, N_ROUNDS, RETURN_LSE, PAIRED, NOISE, EPILOGUE_V, ROW_SEEDS,
     )  # fmt: skip
 
 
@@ -188,9 +190,10 @@ def logits_stage1_kernel(
     PAIRED: tl.constexpr,
     NOISE: tl.constexpr,
     SEED_PTR: tl.constexpr = False,
+    ROW_SEEDS: tl.constexpr = False,
 ):
-    """``(B,V)`` logits -> per tile argmax_V(z * (1/T) + G); ``-inf`` logits are masked tokens.  ``SEED_PTR`` as in
-    :func:`fused_stage1_kernel`."""
+    """``(B,V)`` logits -> per tile argmax_V(z * (1/T) + G); ``-inf`` logits are masked tokens.  ``SEED_PTR`` and
+    ``ROW_SEEDS`` as in :func:`fused_stage1_kernel`."""
     if SEED_PTR:
         seed_lo, seed_hi = device_seed_words(seed_lo)
     pid = tl.program_id(0)
@@ -210,6 +213,8 @@ def logits_stage1_kernel(
         other=float("-inf"),
     ).to(tl.float32)
     inv_temp = tl.load(inv_temp_ptr + rows64, mask=row_ok, other=1.0)
+    if ROW_SEEDS:
+        seed_lo, seed_hi = row_seed_words(seed_lo, rows64, row_ok)
     perturb_select_store(
         z,
         rows,
@@ -235,7 +240,16 @@ def logits_stage1_kernel(
         RETURN_LSE,
         PAIRED,
         NOISE,
+        ROW_SEEDS,
     )
+
+
+def seed_constants(seed_lo) -> dict:
+    """The stage-1 kernels' seed mode for ``seed_lo``: an int (no constant), a 0-dim int64 tensor (``SEED_PTR``, a
+    device seed) or a ``[B]`` int64 tensor (``ROW_SEEDS``, per-request seeds), both loaded by the kernel."""
+    if not isinstance(seed_lo, torch.Tensor):
+        return {}
+    return {"ROW_SEEDS": True} if seed_lo.dim() == 1 else {"SEED_PTR": True}
 
 
 def allocate_partials(B: int, S: int, T: int, device, return_lse: bool = False) -> tuple[torch.Tensor, ...]:
@@ -314,8 +328,8 @@ def launch_fused_stage1(
     ``weight`` row ``v`` is global vocabulary index ``col_offset + v`` (a shard of a larger vocabulary).  Returns
     ``(part_max, part_key, part_idx, flags, lse)`` (see :func:`allocate_partials`).  ``noise=False`` skips the noise
     (a call whose rows are all greedy: a greedy row's score is ``z`` either way, so the tokens are the same).
-    ``seed_lo`` may be a 0-dim int64 tensor on the device (then ``seed_hi`` is ignored): the Triton kernels load
-    it (``SEED_PTR``).
+    ``seed_lo`` may be a 0-dim int64 tensor on the device, or a ``[B]`` one of per-request seeds (then ``seed_hi`` is
+    ignored): the Triton kernels load it (:func:`seed_constants`).
     """
     V = weight.shape[0]
     device_seed = isinstance(seed_lo, torch.Tensor)
@@ -333,11 +347,10 @@ def launch_fused_stage1(
     else:
         grid, args = tiled_arguments(hidden, weight, inv_temp, parts, seed_lo, seed_hi, num_samples, tiles, col_offset)
         consts = epilogue_constants(return_lse=return_lse, noise=noise, col_offset=col_offset)
-        if device_seed:
-            consts["SEED_PTR"] = True
         direct(fused_stage1_kernel)[grid](
-            *args, **tiles.matmul_constants(upcast), **consts, EPILOGUE_V=tiles.epilogue_v, **tiles.launch_options()
-        )
+            *args, **tiles.matmul_constants(upcast), **consts, EPILOGUE_V=tiles.epilogue_v, **seed_constants(seed_lo),
+            **tiles.launch_options(),
+        )  # fmt: skip
     return parts
 
 
@@ -358,6 +371,6 @@ def launch_logits_stage1(
         logits.stride(0), logits.stride(1),
         BLOCK_SIZE_B=block_b, BLOCK_SIZE_V=block_v,
         **epilogue_constants(return_lse=return_lse, noise=noise, col_offset=col_offset),
-        **({"SEED_PTR": True} if isinstance(seed_lo, torch.Tensor) else {}),
+        **seed_constants(seed_lo),
     )  # fmt: skip
     return parts
