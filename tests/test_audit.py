@@ -175,7 +175,7 @@ def test_speculative_check_passes_vllm_and_fails_a_planted_defect():
         speculative_inputs,
         speculative_tests,
     )
-    from verification.family import Family
+    from verification.stats.family import Family
 
     case = A.spec_cases()["spec-K2-V1000"]
     s = next(s for s in A.SAMPLERS if s.name == "vllm.rejection_sample")

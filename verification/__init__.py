@@ -51,14 +51,20 @@ Modules
 
 from .assertions import assert_samples_match
 from .check import CheckedTest, SamplerReport, check_sampler
-from .counts import Counts, count_samples
-from .family import Family, holm
-from .planning import min_detectable_gof_tv, min_detectable_tv, required_gof_samples, required_samples
-from .results import Deviation, GofResult, StatResult
 from .stats.categories import CategoryResult, category_test
 from .stats.cdf import CdfResult, dkwm_cdf_test
+from .stats.counts import Counts, count_samples
 from .stats.exact import ExactResult, exact_multinomial
-from .stats.gof import g_test, goodness_of_fit, pearson_chisquare
+from .stats.family import Family, holm
+from .stats.gof import (
+    g_test,
+    goodness_of_fit,
+    min_detectable_gof_tv,
+    min_detectable_tv,
+    pearson_chisquare,
+    required_gof_samples,
+    required_samples,
+)
 from .stats.gumbel import GumbelResult, gumbel_max_test
 from .stats.homogeneity import HomogeneityResult, homogeneity_test
 from .stats.independence import (
@@ -68,6 +74,7 @@ from .stats.independence import (
     lag_scan_test,
     serial_independence_test,
 )
+from .stats.results import Deviation, GofResult, StatResult
 from .stats.support import SupportResult, support_test
 from .stats.tails import TailResult, tail_mask, tail_mass_test
 from .stats.ties import TieResult, tie_bias_test

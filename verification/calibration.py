@@ -41,13 +41,12 @@ import numpy as np
 from scipy import optimize, stats
 
 from . import planted
-from ._validate import check_int
-from .binning import pool_small_bins
-from .counts import Counts
 from .markdown import calibration_page
-from .planning import ks_min_detectable
+from .stats._validate import check_int
+from .stats.binning import pool_small_bins
 from .stats.categories import category_test, min_detectable_category_shift
 from .stats.cdf import dkwm_cdf_test, min_detectable_cdf_distance
+from .stats.counts import Counts
 from .stats.exact import exact_multinomial, min_detectable_exact_tv
 from .stats.gof import g_test, min_detectable_tv, pearson_chisquare
 from .stats.gumbel import gumbel_max_test, gumbel_shift_distance
@@ -58,6 +57,7 @@ from .stats.independence import (
     min_detectable_independence_tv,
     min_detectable_lag_scan_tv,
 )
+from .stats.power import ks_min_detectable
 from .stats.tails import min_detectable_tail_deficit, tail_mass_test
 from .stats.ties import min_detectable_tie_shift, tie_bias_test
 

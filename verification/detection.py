@@ -31,14 +31,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import check_alpha, check_power
-from .binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
 from .cases import Case
-from .planning import chi2_noncentrality, smallest_n
-from .stats._binomial import detectable_shifts
+from .stats._validate import check_alpha, check_power
+from .stats.binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
+from .stats.binomial import detectable_shifts
 from .stats.categories import min_detectable_category_shift, required_category_samples
 from .stats.cdf import category_order, required_cdf_samples
 from .stats.independence import MAX_BUCKETS
+from .stats.power import chi2_noncentrality, smallest_n
 from .stats.ties import required_tie_samples
 from .suite import suite_names
 

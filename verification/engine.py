@@ -48,10 +48,10 @@ from typing import Any
 
 import numpy as np
 
-from ._validate import check_alpha, check_int, check_positive_real, check_power
 from .cases import Case
-from .counts import Counts, count_samples
-from .family import Family, FamilyMember
+from .stats._validate import check_alpha, check_int, check_positive_real, check_power
+from .stats.counts import Counts, count_samples
+from .stats.family import Family, FamilyMember
 from .suite import TEST_TITLES, run_suite, suite_names
 from .variants import Variant
 

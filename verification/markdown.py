@@ -371,7 +371,7 @@ def calibration_page(report, command: str, *, check_level: float, target_power: 
         "",
         "## Reading the numbers",
         "",
-        "- The chi-square planning (`verification.planning`) bounds the noncentrality by",
+        "- The chi-square planning (`verification.stats.power`) bounds the noncentrality by",
         "  `4 n tv**2` (Cauchy-Schwarz); the `proportional` bias meets that bound with equality, so its",
         "  power is the honest worst case. The planning aims at half the target miss rate to absorb the",
         "  error of the noncentral chi-square approximation; the other shapes have larger",

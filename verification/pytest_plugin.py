@@ -185,7 +185,7 @@ class SamplerCheck:
 
     def family(self, size: int, name: str | None = None):
         """A :class:`verification.Family` of ``size`` tests under the configured family-wise alpha."""
-        from .family import Family
+        from .stats.family import Family
 
         return Family(alpha=self.alpha, size=size, name=name or self.nodeid)
 

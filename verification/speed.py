@@ -17,9 +17,9 @@ import time
 
 import numpy as np
 
-from .counts import count_samples
 from .stats.categories import category_test
 from .stats.cdf import dkwm_cdf_test
+from .stats.counts import count_samples
 from .stats.gof import g_test, pearson_chisquare
 from .stats.tails import tail_mass_test
 

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import check_alpha, check_power
 from .cases import Case
-from .counts import Counts
-from .family import Family
+from .stats._validate import check_alpha, check_power
 from .stats.categories import category_test
 from .stats.cdf import dkwm_cdf_test
+from .stats.counts import Counts
+from .stats.family import Family
 from .stats.gof import g_test, goodness_of_fit
 from .stats.gumbel import gumbel_max_test
 from .stats.independence import serial_independence_test

@@ -10,9 +10,9 @@ import pytest
 MODULES = [
     "verification",
     "verification.assertions",
-    "verification.counts",
-    "verification.family",
-    "verification.planning",
+    "verification.stats.counts",
+    "verification.stats.family",
+    "verification.stats.power",
     "verification.stats.gof",
     "verification.stats.exact",
     "verification.stats.cdf",

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from ..cases import Case
-from ..family import Family
 from ..markdown import audit_tables
-from ..stats._binomial import detectable_shifts
+from ..stats.binomial import detectable_shifts
+from ..stats.family import Family
 from ..stats.tails import TailResult
 from ..suite import run_suite, suite_names
 from .cases import AUDIT_CASES, SpecCase, audit_cases, spec_cases

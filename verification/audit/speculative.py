@@ -20,7 +20,7 @@ import numpy as np
 
 from flashsampling.targets import draw_draft_tokens
 
-from ..family import Family
+from ..stats.family import Family
 from ..stats.gof import goodness_of_fit
 from ..suite import run_suite, suite_names
 from .cases import SpecCase

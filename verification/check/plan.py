@@ -42,7 +42,7 @@ Sizes
 -----
 With ``tv``, each test plans with its own law-aware planner at the level ``alpha / m_max`` (``m_max``: every
 optional test included, so the final level ``alpha / m`` is never lower): ``n`` is the largest
-:func:`verification.planning.required_gof_samples` over the rows (the chi-square's total variation at the
+:func:`verification.stats.gof.required_gof_samples` over the rows (the chi-square's total variation at the
 bins its pooling forms at ``n``), and the streams' length the largest
 :func:`verification.stats.independence.required_lag_scan_samples` of the independence tests.  A call
 draws ``c = max(stream length, ceil(n / 2))`` columns, at most ``MAX_CALL_DRAWS``, in ``K >= 2`` calls.
@@ -64,9 +64,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cases import Case
-from ..planning import gof_detectable_tv, smallest_n
 from ..stats.cdf import required_cdf_samples
+from ..stats.gof import gof_detectable_tv
 from ..stats.independence import DEFAULT_MAX_LAG, required_lag_scan_samples, table_shape
+from ..stats.power import smallest_n
 from ..stats.tails import far_tail
 from ..stats.ties import min_detectable_tie_shift
 from ..suite import TEST_TITLES, suite_names

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..markdown import detects, table
-from ..results import StatResult, UnpacksLikeScipy, fmt
+from ..stats.results import StatResult, UnpacksLikeScipy, fmt
 
 __all__ = ["CheckedTest", "Property", "SamplerReport"]
 

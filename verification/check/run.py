@@ -18,11 +18,11 @@ import torch
 
 from flashsampling.targets._inputs import check_temperature, per_row
 
-from .._validate import check_alpha, check_fraction, check_int, check_positive_real, check_power
-from ..counts import Counts, count_samples
-from ..family import Family
-from ..results import StatResult
+from ..stats._validate import check_alpha, check_fraction, check_int, check_positive_real, check_power
+from ..stats.counts import Counts, count_samples
+from ..stats.family import Family
 from ..stats.independence import lag_scan_test
+from ..stats.results import StatResult
 from ..stats.support import support_test
 from ..stats.ties import TieResult, tie_bias_test
 from ..suite import run_suite

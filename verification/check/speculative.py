@@ -43,13 +43,12 @@ import torch
 from flashsampling.targets import draw_draft_tokens, speculative_chain_law
 from flashsampling.targets._inputs import to_numpy
 
-from ..counts import Counts
-from ..family import Family
-from ..planning import gof_detectable_tv, required_gof_samples
-from ..results import StatResult
 from ..stats.categories import category_test
-from ..stats.gof import g_test, pearson_chisquare
+from ..stats.counts import Counts
+from ..stats.family import Family
+from ..stats.gof import g_test, gof_detectable_tv, pearson_chisquare, required_gof_samples
 from ..stats.independence import DEFAULT_MAX_LAG, lag_scan_test, required_lag_scan_samples
+from ..stats.results import StatResult
 from ..stats.support import SupportResult
 from ..suite import TEST_TITLES
 from ..targets import SpeculativeTarget

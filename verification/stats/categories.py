@@ -19,12 +19,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validate import check_alpha, check_fraction, check_int, check_power, check_probs
-from ..counts import Counts, as_counts
-from ..family import holm
-from ..planning import check_deviation, planned_draws
-from ..results import Deviation, StatResult
-from ._binomial import binomial_pvalues, detectable_shifts
+from ._validate import check_alpha, check_fraction, check_int, check_power, check_probs
+from .binomial import binomial_pvalues, detectable_shifts
+from .counts import Counts, as_counts
+from .family import holm
+from .power import check_deviation, planned_draws
+from .results import Deviation, StatResult
 
 __all__ = [
     "CategoryResult",

@@ -25,10 +25,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validate import check_alpha, check_int, check_power, check_probs, to_numpy
-from ..counts import as_counts
-from ..planning import check_deviation, detectable, dkw_epsilon, dkw_min_detectable, dkw_required_samples
-from ..results import StatResult
+from ._validate import check_alpha, check_int, check_power, check_probs, to_numpy
+from .counts import as_counts
+from .power import check_deviation, detectable, dkw_epsilon, dkw_min_detectable, dkw_required_samples
+from .results import StatResult
 
 __all__ = ["CdfResult", "min_detectable_cdf_distance", "required_cdf_samples", "category_order", "dkwm_cdf_test"]
 

@@ -20,10 +20,10 @@ from typing import ClassVar
 import numpy as np
 from scipy import special, stats
 
-from .._validate import check_alpha, check_int, check_power, check_probs
-from ..counts import as_counts
-from ..planning import check_deviation, detectable, smallest_n
-from ..results import StatResult
+from ._validate import check_alpha, check_int, check_power, check_probs
+from .counts import as_counts
+from .power import check_deviation, detectable, smallest_n
+from .results import StatResult
 
 __all__ = [
     "ExactResult",

@@ -19,8 +19,8 @@ from typing import ClassVar
 import numpy as np
 from scipy import optimize, special, stats
 
-from .._validate import check_alpha, check_int, check_positive_real, check_power, to_numpy
-from ..planning import (
+from ._validate import check_alpha, check_int, check_positive_real, check_power, to_numpy
+from .power import (
     check_deviation,
     detectable,
     dkw_epsilon,
@@ -29,7 +29,7 @@ from ..planning import (
     planned_draws,
     smallest_n,
 )
-from ..results import StatResult
+from .results import StatResult
 
 __all__ = [
     "GumbelResult",

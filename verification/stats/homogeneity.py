@@ -7,12 +7,12 @@ kernel and its twin, or a new variant and a trusted one.
 
 Pooling: columns whose smaller expected count ``min(n_a, n_b) * column total / N`` is below
 ``min_expected`` are pooled into one column (never dropped), by the rule of
-:mod:`verification.binning` applied to the observed column totals.  The binning depends on the data
+:mod:`verification.stats.binning` applied to the observed column totals.  The binning depends on the data
 only through the column margins, so the test stays valid conditionally on them.
 
 Power: for distributions ``p`` (A) and ``q`` (B) the noncentrality is
 ``lambda = (n_a n_b / N) sum_j (p_j - q_j)**2 / m_j`` with ``m = (n_a p + n_b q) / N``; Cauchy-Schwarz
-(as in :mod:`verification.planning`) gives ``lambda >= 4 tv**2 n_a n_b / N``: two samplers of ``n``
+(as in :mod:`verification.stats.power`) gives ``lambda >= 4 tv**2 n_a n_b / N``: two samplers of ``n``
 draws each behave like one sampler of ``n / 2`` draws against exact probabilities.
 """
 
@@ -25,11 +25,11 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats
 
-from .._validate import check_alpha, check_int, check_positive_real, check_power
-from ..binning import DEFAULT_MIN_EXPECTED, pool_small_bins
-from ..counts import as_counts
-from ..planning import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
-from ..results import StatResult
+from ._validate import check_alpha, check_int, check_positive_real, check_power
+from .binning import DEFAULT_MIN_EXPECTED, pool_small_bins
+from .counts import as_counts
+from .power import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
+from .results import StatResult
 
 __all__ = [
     "HomogeneityResult",

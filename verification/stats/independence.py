@@ -8,14 +8,14 @@ chi-square test of independence (``scipy.stats.chi2_contingency``).
 
 Coarsening: a V x V table is far too sparse for large V, so categories of each coordinate are first
 grouped into about ``buckets`` rank classes of equal observed mass (the heaviest categories first,
-:func:`verification.binning.equal_mass_buckets`), then rows and columns whose expected cells fall
+:func:`verification.stats.binning.equal_mass_buckets`), then rows and columns whose expected cells fall
 below ``min_expected`` are pooled.  Both steps depend on the data only through the margins, so the
 test stays valid conditionally on them.  Independence of the classes is implied by independence of
 the draws, so a failure is always real; a dependence inside one class is not seen.
 
 Power: against a joint law ``pi`` with margins ``pi_x, pi_y`` the noncentrality is
 ``n sum (pi_ij - pi_x,i pi_y,j)**2 / (pi_x,i pi_y,j) >= 4 n TV(pi, pi_x x pi_y)**2`` (Cauchy-Schwarz,
-as in :mod:`verification.planning`), with ``(r - 1)(c - 1)`` degrees of freedom.
+as in :mod:`verification.stats.power`), with ``(r - 1)(c - 1)`` degrees of freedom.
 
 Lag scan: two streams that must be independent can still overlap with a shift ("seed ``s``'s draw
 ``j + 1`` equals seed ``s + 1``'s draw ``j``": a counter advanced by the seed).  Pairing draw ``j`` with
@@ -32,10 +32,10 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats
 
-from .._validate import check_alpha, check_int, check_positive_real, check_power, check_probs, check_samples
-from ..binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
-from ..planning import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
-from ..results import StatResult
+from ._validate import check_alpha, check_int, check_positive_real, check_power, check_probs, check_samples
+from .binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
+from .power import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
+from .results import StatResult
 
 __all__ = [
     "DEFAULT_MAX_LAG",
@@ -88,7 +88,7 @@ def _labels(values: np.ndarray, v: int, buckets: int) -> np.ndarray:
 
 def _pool_rows(table: np.ndarray, other_min: float, n: int, min_expected: float) -> np.ndarray:
     """Merge the rows of ``table`` whose expected count against the smallest column is small (the pooling
-    rule of :mod:`verification.binning` on the row margin); empty rows are dropped."""
+    rule of :mod:`verification.stats.binning` on the row margin); empty rows are dropped."""
     margin = table.sum(axis=1).astype(np.float64)
     labels = pool_small_bins(margin / n, int(other_min), min_expected).labels
     keep = labels >= 0

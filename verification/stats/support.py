@@ -16,10 +16,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validate import check_alpha, check_fraction, check_int, check_power, check_probs
-from ..counts import as_counts
-from ..planning import check_deviation, detectable, planned_draws
-from ..results import StatResult
+from ._validate import check_alpha, check_fraction, check_int, check_power, check_probs
+from .counts import as_counts
+from .power import check_deviation, detectable, planned_draws
+from .results import StatResult
 
 __all__ = ["SupportResult", "min_detectable_impossible_mass", "required_support_samples", "support_test"]
 

@@ -23,11 +23,11 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from .._validate import check_alpha, check_fraction, check_int, check_power, check_probs, to_numpy
-from ..counts import as_counts
-from ..planning import BINOMIAL_MAX_SAMPLES, check_deviation, detectable, smallest_n
-from ..results import StatResult
-from ._binomial import binomial_pvalue, check_alternative, detectable_shifts
+from ._validate import check_alpha, check_fraction, check_int, check_power, check_probs, to_numpy
+from .binomial import binomial_pvalue, check_alternative, detectable_shifts
+from .counts import as_counts
+from .power import BINOMIAL_MAX_SAMPLES, check_deviation, detectable, smallest_n
+from .results import StatResult
 
 __all__ = [
     "TAIL_GAPS",

@@ -16,11 +16,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validate import check_alpha, check_int, check_power, to_numpy
-from ..counts import as_counts
-from ..planning import BINOMIAL_MAX_SAMPLES, check_deviation, detectable, smallest_n
-from ..results import StatResult
-from ._binomial import binomial_pvalue, detectable_shifts
+from ._validate import check_alpha, check_int, check_power, to_numpy
+from .binomial import binomial_pvalue, detectable_shifts
+from .counts import as_counts
+from .power import BINOMIAL_MAX_SAMPLES, check_deviation, detectable, smallest_n
+from .results import StatResult
 
 __all__ = ["TieResult", "tie_bias_test", "min_detectable_tie_shift", "required_tie_samples"]
 

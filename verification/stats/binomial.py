@@ -15,7 +15,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from ..planning import binomial_detectable_high, binomial_detectable_low
+from .power import binomial_detectable_high, binomial_detectable_low
 
 ALTERNATIVES = ("less", "greater", "two-sided")
 
