@@ -14,7 +14,7 @@ import pytest
 
 from verification import audit as A
 from verification.audit.runner import _audit_one, _shares
-from verification.audit.samplers import _torch_device
+from verification.battery.libraries.samplers import _torch_device
 from verification.suite import run_suite
 
 N = 20_000
@@ -126,7 +126,7 @@ def test_transformers_warpers_keep_the_target_support():
     pytest.importorskip("transformers", reason="transformers is the integrations/audit extra")
     import torch
 
-    from verification.audit.truncation import hf_processors
+    from verification.battery.libraries.truncation import hf_processors
 
     s = next(s for s in A.SAMPLERS if s.name == "transformers.warpers")
     cases = A.audit_cases()
@@ -157,7 +157,7 @@ def test_jax_truncation_draws_inside_the_target(name):
 def test_vllm_transcription_equals_its_vectorized_twin():
     """The interpreted Triton kernels (the transcription) and the torch twin emit the same tokens from the
     same random numbers, request by request."""
-    from verification.audit.speculative import _vllm_draw
+    from verification.battery.libraries.speculative import _vllm_draw
 
     case = A.spec_cases()["spec-K2-V1000"]
     a = _vllm_draw(case, 24, 5, interpreted=True)
@@ -169,12 +169,8 @@ def test_vllm_transcription_equals_its_vectorized_twin():
 def test_speculative_check_passes_vllm_and_fails_a_planted_defect():
     """vLLM's step passes (first token and count); the same step with the draft probabilities lost (zeros:
     every draft rejected, the first token still ~ p_1) fails the count test."""
-    from verification.audit.speculative import (
-        check_speculative,
-        rejection_sample_vectorized,
-        speculative_inputs,
-        speculative_tests,
-    )
+    from verification.audit.runner import check_speculative, speculative_tests
+    from verification.battery.libraries.speculative import rejection_sample_vectorized, speculative_inputs
     from verification.stats.family import Family
 
     case = A.spec_cases()["spec-K2-V1000"]

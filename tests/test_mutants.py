@@ -19,8 +19,8 @@ import pytest
 from flashsampling.reference import softmax
 from verification import goodness_of_fit, tail_mass_test
 from verification import mutants as M
+from verification.battery.mutants import samplers as S
 from verification.detection import plan_detection
-from verification.mutants import samplers as S
 from verification.suite import TEST_TITLES, run_suite, suite_names
 
 ALPHA = 1e-3
@@ -157,7 +157,7 @@ def test_lookup_error():
 
 def test_target_cases_put_a_token_on_each_threshold():
     """The ties and min-p cases hold tokens exactly at the cut, without which the conventions agree."""
-    from verification.mutants.catalogue import MIN_P, TIES_K
+    from verification.battery.mutants.catalogue import MIN_P, TIES_K
 
     cases = M.mutant_cases()
     z = cases["topk20-ties-V1000"].logits
@@ -172,7 +172,7 @@ def test_target_cases_put_a_token_on_each_threshold():
 
 def test_speculative_residuals():
     """The exact residual gives back p (the step is exact); each defective one sums to 1 and does not."""
-    from verification.mutants import speculative as SP
+    from verification.battery.mutants import speculative as SP
 
     case = M.mutant_cases()["spec-tail17-V32768"]
     p = softmax(case.logits)

@@ -1,5 +1,5 @@
 """The fused top-k sampler draws from ``top_k(k, ties="low_index")``: the suite (:func:`verification.suite.run_suite`)
-on the top-k cases (:mod:`verification.topk_cases`) for its twin and its interpreted kernels, and two planted defects
+on the top-k cases (:mod:`verification.battery.cases`) for its twin and its interpreted kernels, and two planted defects
 failing at the n the planner gives for them.
 
 Guarantee.  Each run is one Holm family at ``ALPHA = 1e-3`` (pearson, G, two DKWM CDF tests, categories): an exact
@@ -26,12 +26,12 @@ import numpy as np
 import pytest
 
 from flashsampling.twin import sample_topk_twin_many
+from verification.battery.aims import top_k
+from verification.battery.cases import TIES_K, topk_cases
+from verification.battery.variants import topk_variants
 from verification.budget import budget
 from verification.detection import plan_detection
 from verification.suite import run_suite
-from verification.targets import top_k
-from verification.topk_cases import TIES_K, topk_cases
-from verification.variants import topk_variants
 
 ALPHA = 1e-3
 EXACT = budget("topk.stats.exact")

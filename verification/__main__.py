@@ -5,7 +5,7 @@
 other first argument runs the main job below.
 
 Runs every variant present (fused kernel, its NumPy twin, grouped/online/TP, the float64 reference as
-a control) on every case of the battery (``verification.cases``) through the suite, all tests in one
+a control) on every case of the battery (``verification.battery.cases``) through the suite, all tests in one
 Holm family at the family-wise ``--alpha`` (:mod:`verification.engine`); writes the report folder
 ``--out`` (``report.md``, ``report.json``, plots: :mod:`verification.report`) and exits with status 1
 when any test fails (or, with ``--mutants``, a mutant escapes).
@@ -32,11 +32,11 @@ import flashsampling
 
 from . import report
 from .audit import format_audit, run_audit
-from .cases import battery
+from .battery.cases import battery
+from .battery.variants import registry
 from .engine import plan_runs, run_battery
 from .mutants import format_table as format_mutants
 from .mutants import run_mutants
-from .variants import registry
 
 #: Seconds reserved, within a budget, for what follows the report (printing, the interpreter's exit).
 EXIT_SECONDS = 0.5

@@ -7,7 +7,7 @@ For every test family this module simulates
   are conservative by construction (DKWM bound, Holm, exact discrete tests); the false-alarm rates at
   ``alpha = 0.05`` and ``0.01`` must be within binomial noise of (or, for conservative tests, below)
   ``alpha``;
-* **planted biases** at exactly the claimed ``min_detectable`` deviation (:mod:`verification.planted`),
+* **planted biases** at exactly the claimed ``min_detectable`` deviation (:mod:`verification.battery.planted`),
   at least three shapes per test including the worst case of the chi-square bound: the measured power
   must be consistent with ``>= 0.99``.
 
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize, stats
 
-from . import planted
+from .battery import planted
 from .markdown import calibration_page
 from .stats._validate import check_int
 from .stats.binning import pool_small_bins
@@ -646,8 +646,9 @@ def check_sampler_case() -> np.ndarray:
 
 
 def check_sampler_run(seed: int):
-    """One null run: :func:`verification.check.examples.inverse_cdf` (exact) through ``check_sampler``."""
-    from .check import check_sampler, examples
+    """One null run: :func:`verification.battery.examples.inverse_cdf` (exact) through ``check_sampler``."""
+    from .battery import examples
+    from .check import check_sampler
 
     return check_sampler(examples.inverse_cdf, check_sampler_case(), alpha=CHECK_ALPHA, tv=CHECK_TV, seed=seed)
 
@@ -709,9 +710,9 @@ def check_sampler_section(row: CheckRow, command: str) -> str:
             "## check_sampler: the whole battery on an exact sampler",
             "",
             f"Measured by `{command}` in {row.seconds:.0f} s ({'ok' if row.ok else 'NOT OK'}): {row.runs} independent "
-            f"runs of `verification.check_sampler` on `verification.check.examples.inverse_cdf` (float64 inverse CDF, "
-            f"exact) with the logits of `calibration.check_sampler_case()` (two rows of V = 256: four tied maxima and "
-            f"240 tokens 8.5 nats down in row 0, so the tie and tail tests run), `tv = {CHECK_TV}`, family-wise "
+            f"runs of `verification.check_sampler` on `verification.battery.examples.inverse_cdf` (float64 inverse "
+            f"CDF, exact) with the logits of `calibration.check_sampler_case()` (two rows of V = 256: four tied maxima "
+            f"and 240 tokens 8.5 nats down in row 0, so the tie and tail tests run), `tv = {CHECK_TV}`, family-wise "
             f"alpha = {CHECK_ALPHA}. Each run is the whole battery: {row.tests} tests under one Holm family "
             f"(n = {row.n} draws a row, lag scans on streams of {row.stream}); run r uses seed "
             f"{row.seed} + {CHECK_SEED_STRIDE} r, so no two runs share a call.",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cases import Case
+from .battery.cases import Case
 from .stats._validate import check_alpha, check_power
 from .stats.binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
 from .stats.binomial import detectable_shifts

@@ -48,12 +48,12 @@ from typing import Any
 
 import numpy as np
 
-from .cases import Case
+from .battery.cases import Case
+from .battery.variants import Variant
 from .stats._validate import check_alpha, check_int, check_positive_real, check_power
 from .stats.counts import Counts, count_samples
 from .stats.family import Family, FamilyMember
 from .suite import TEST_TITLES, run_suite, suite_names
-from .variants import Variant
 
 __all__ = ["BatteryResult", "Run", "RunResult", "fixed_draws", "plan_runs", "run_battery"]
 

@@ -279,7 +279,7 @@ def mutants_page(alpha: float, power: float, reps: int, seconds: float, rows: li
         "- Mutants that starve or flood a far tail (the first three, `float32-running-cdf`) are seen by the",
         "  tail test; the chi-square tests pool those tokens into one bin and need 4-5 times more draws.",
         "- The truncation mutants (`top-p-*`, `top-k-ties-by-index`, `min-p-strict`) run on cases whose law is",
-        "  a target of `verification.targets` (transformers' conventions: temperature first, the token that",
+        "  a target of `verification.battery.aims` (transformers' conventions: temperature first, the token that",
         "  crosses p kept, every token tied at the k-th logit kept, min-p with `>=`); their laws are",
         "  `flashsampling.targets.sampling_law` with the one convention changed. A token kept wrongly has",
         "  target probability 0, so one draw of it fails every test (`impossible draw`); a token dropped",

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .cases import Case
+from .battery.cases import Case
 from .engine import BatteryResult
 from .markdown import report_page
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cases import Case
+from .battery.cases import Case
 from .stats._validate import check_alpha, check_power
 from .stats.categories import category_test
 from .stats.cdf import dkwm_cdf_test

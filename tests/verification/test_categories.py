@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from flashsampling.reference import sample_inverse_cdf
-from verification import category_test, planted
+from verification import category_test
+from verification.battery import planted
 from verification.budget import budget
 
 

@@ -19,9 +19,9 @@ transformers, JAX on the CPU); one that cannot run here is skipped with the reas
 mechanisms of the failures and the targeted experiments behind them: ``docs/audit.md``.
 """
 
-from .cases import AUDIT_CASES, TARGET_CASES, SpecCase, audit_cases, spec_cases
+from ..battery.libraries.cases import AUDIT_CASES, TARGET_CASES, SpecCase, audit_cases, spec_cases
+from ..battery.libraries.samplers import AuditSampler
 from .runner import DEFAULT_BUDGET_S, MAX_DRAWS, MIN_DRAWS, SAMPLERS, format_audit, main, run_audit
-from .samplers import AuditSampler
 
 __all__ = [
     "AUDIT_CASES",

@@ -28,16 +28,18 @@ from typing import Any
 
 import numpy as np
 
-from ..cases import Case
+from ..battery.cases import Case
+from ..battery.libraries.cases import AUDIT_CASES, SpecCase, audit_cases, spec_cases
+from ..battery.libraries.samplers import SOFTMAX_SAMPLERS, AuditSampler, _torch_device, _torch_origin
+from ..battery.libraries.speculative import SPECULATIVE_SAMPLERS
+from ..battery.libraries.truncation import TARGET_SAMPLERS
+from ..battery.libraries.vllm_rejection import PLACEHOLDER_TOKEN_ID
 from ..markdown import audit_tables
 from ..stats.binomial import detectable_shifts
 from ..stats.family import Family
+from ..stats.gof import goodness_of_fit
 from ..stats.tails import TailResult
 from ..suite import run_suite, suite_names
-from .cases import AUDIT_CASES, SpecCase, audit_cases, spec_cases
-from .samplers import SOFTMAX_SAMPLERS, AuditSampler, _torch_device, _torch_origin
-from .speculative import SPECULATIVE_SAMPLERS, check_speculative, speculative_tests
-from .truncation import TARGET_SAMPLERS
 
 __all__ = ["DEFAULT_BUDGET_S", "MAX_DRAWS", "MIN_DRAWS", "SAMPLERS", "format_audit", "main", "run_audit"]
 
@@ -285,3 +287,15 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.markdown, "w") as f:
             f.write("\n".join(audit_tables(rows)) + "\n")
     return 0
+
+
+def speculative_tests(case: SpecCase) -> int:
+    """Tests :func:`check_speculative` adds to a family: the suite on the first token, and the count."""
+    return len(suite_names(case.first)) + 1
+
+
+def check_speculative(x: np.ndarray, case: SpecCase, family: Family, prefix: str) -> None:
+    """Add the suite on the first emitted token and Pearson on the number emitted to ``family``."""
+    run_suite(x[:, 0], case.first, family=family, prefix=prefix)
+    emitted = (x != PLACEHOLDER_TOKEN_ID).sum(axis=1) - 1  # 0 .. K: index into num_emitted
+    family.add(prefix + "emitted", goodness_of_fit(emitted, case.law.num_emitted, alpha=family.test_alpha))

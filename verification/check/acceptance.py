@@ -3,7 +3,7 @@
 ``python -m verification.check.acceptance --out docs/verify-your-sampler.md`` runs every entry of
 :data:`RUNS` on the CPU (each at its planned ``n``: the default ``tv``, or the ``tv`` or ``budget_s`` its entry
 gives) and writes the table between the page's ``acceptance`` markers; ``tests/verification/test_check_docs.py``
-checks the recorded table.  Samplers: :mod:`verification.check.examples`.
+checks the recorded table.  Samplers: :mod:`verification.battery.examples`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..battery import examples
 from ..markdown import table
-from . import examples
 from .run import DEFAULT_TV, check_sampler
 
 __all__ = ["RUNS", "Run", "acceptance_cases", "main", "run_all"]

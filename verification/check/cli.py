@@ -9,7 +9,7 @@ before the sampler is first called: the callable must import (the current folder
 for ``python -m``), the logits file must load as a float array ``[V]`` or ``[B, V]``, the case must exist,
 the target must parse, the numbers must be in range, and ``--out`` must be writable.
 
-``--target`` takes the constructors of :mod:`verification.targets` as written in Python, with literal
+``--target`` takes the constructors of :mod:`verification.battery.aims` as written in Python, with literal
 arguments only: ``softmax()``, ``top_k(50)``, ``top_p(0.9, crossing='drop')``, ``min_p(0.05)``,
 ``chain(top_k(50), top_p(0.9), order='vllm')``.  A speculative target needs draft probabilities: use the
 Python call.
@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from .. import report as folder
-from .. import targets as target_module
 from ..__main__ import _checked
-from ..cases import battery
+from ..battery import aims as target_module
+from ..battery.cases import battery
 from .plan import LawCase
 from .run import MAX_SEED, check_sampler
 
@@ -65,7 +65,7 @@ def _build(node: ast.AST, text: str):
 
 
 def parse_target(text: str):
-    """A :class:`verification.targets.Target` from its Python spelling (literal arguments only); ``ValueError``
+    """A :class:`verification.battery.aims.Target` from its Python spelling (literal arguments only); ``ValueError``
     or ``TypeError`` with the reason otherwise.  ``"softmax"`` alone is accepted."""
     try:
         tree = ast.parse(text.strip(), mode="eval")

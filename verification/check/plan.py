@@ -63,7 +63,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cases import Case
+from ..battery.aims import Target
+from ..battery.cases import Case
 from ..stats.cdf import required_cdf_samples
 from ..stats.gof import gof_detectable_tv
 from ..stats.independence import DEFAULT_MAX_LAG, required_lag_scan_samples, table_shape
@@ -71,7 +72,6 @@ from ..stats.power import smallest_n
 from ..stats.tails import far_tail
 from ..stats.ties import min_detectable_tie_shift
 from ..suite import TEST_TITLES, suite_names
-from ..targets import Target
 
 __all__ = [
     "CALLS_SEED_OFFSET",

@@ -18,6 +18,8 @@ import torch
 
 from flashsampling.targets._inputs import check_temperature, per_row
 
+from ..battery.aims import SpeculativeTarget, Target, softmax
+from ..battery.protocol import SEED_LIMIT, SamplerCall, prepare_logits
 from ..stats._validate import check_alpha, check_fraction, check_int, check_positive_real, check_power
 from ..stats.counts import Counts, count_samples
 from ..stats.family import Family
@@ -26,7 +28,6 @@ from ..stats.results import StatResult
 from ..stats.support import support_test
 from ..stats.ties import TieResult, tie_bias_test
 from ..suite import run_suite
-from ..targets import SpeculativeTarget, Target, softmax
 from . import plan as planning
 from .plan import (
     CALLS_SEED_OFFSET,
@@ -38,7 +39,6 @@ from .plan import (
     Plan,
     RowPlan,
 )
-from .protocol import SEED_LIMIT, SamplerCall, prepare_logits
 from .report import CheckedTest, Property, SamplerReport
 
 __all__ = ["DEFAULT_TV", "MAX_SEED", "check_sampler"]
@@ -63,7 +63,7 @@ def _target(target):
     if target == "softmax":
         return softmax()
     raise TypeError(
-        "target must be 'softmax', a verification.targets.Target (top_k(...), top_p(...), min_p(...), chain(...)) "
+        "target must be 'softmax', a verification.battery.aims.Target (top_k(...), top_p(...), min_p(...), chain(...)) "
         f"or a SpeculativeTarget (speculative(...)), got {target!r}"
     )
 
@@ -95,7 +95,7 @@ def check_sampler(
     detect a total variation ``tv`` from the target in every row (over all categories: pooled mass
     included) and the lag scans a total variation ``tv`` from independence; ``n`` grows as ``1 / tv**2``.
 
-    The sampler protocol (:mod:`verification.check.protocol`)
+    The sampler protocol (:mod:`verification.battery.protocol`)
     ----------------------------------------------------------
     ``sampler(logits, num_samples, seed) -> tokens``: ``logits`` a float32 ``torch.Tensor [B, V]`` (a fresh
     copy each call), ``num_samples`` an int, ``seed`` an int in ``[0, 2**31)``; ``tokens`` integers of shape
@@ -124,7 +124,7 @@ def check_sampler(
         torch input); the target is computed in float64 from those float32 values.  For a speculative
         target: the target model's logits ``(B, K + 1, V)``.
     target : "softmax", Target or SpeculativeTarget
-        ``verification.targets.softmax()`` (default), ``top_k(k)``, ``top_p(p)``, ``min_p(p)``,
+        ``verification.battery.aims.softmax()`` (default), ``top_k(k)``, ``top_p(p)``, ``min_p(p)``,
         ``chain(...)`` or ``speculative(draft_probs)``.
     temperature : float >= 0 or sequence of floats (one per row)
         The temperature of the target (the sampler applies its own; 0 is greedy).

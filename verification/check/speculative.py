@@ -3,10 +3,10 @@
 Protocol
 --------
 ``sampler(draft_tokens, draft_probs, target_probs, seed) -> tokens`` (the seed optional, as for the plain
-protocol, :mod:`verification.check.protocol`):
+protocol, :mod:`verification.battery.protocol`):
 
 * ``draft_tokens``: ``torch.int64 [B, N, K]``, ``N`` independent draft sequences per row, drawn by the checker
-  from ``q`` (:meth:`verification.targets.SpeculativeTarget.draw_draft_tokens`); a fresh copy each call;
+  from ``q`` (:meth:`verification.battery.aims.SpeculativeTarget.draw_draft_tokens`); a fresh copy each call;
 * ``draft_probs``: ``torch.float32 [B, K, V]``, the draft model's ``q`` of each row and position;
 * ``target_probs``: ``torch.float32 [B, K + 1, V]``, the target model's ``p`` (the last position is the bonus
   token's), computed by the checker in float64 from ``logits (B, K + 1, V)`` with the target's law;
@@ -43,6 +43,8 @@ import torch
 from flashsampling.targets import draw_draft_tokens, speculative_chain_law
 from flashsampling.targets._inputs import to_numpy
 
+from ..battery.aims import SpeculativeTarget
+from ..battery.protocol import SamplerCall, read_tokens
 from ..stats.categories import category_test
 from ..stats.counts import Counts
 from ..stats.family import Family
@@ -51,7 +53,6 @@ from ..stats.independence import DEFAULT_MAX_LAG, lag_scan_test, required_lag_sc
 from ..stats.results import StatResult
 from ..stats.support import SupportResult
 from ..suite import TEST_TITLES
-from ..targets import SpeculativeTarget
 from .plan import (
     CALLS_SEED_OFFSET,
     COST_DRAWS,
@@ -62,7 +63,6 @@ from .plan import (
     ROWS_SEED_OFFSET,
     columns_for_budget,
 )
-from .protocol import SamplerCall, read_tokens
 from .report import CheckedTest, Property, SamplerReport
 
 __all__ = ["check_speculative"]
@@ -133,7 +133,7 @@ def _empty(test: str, deviation: str, alpha: float, power: float) -> StatResult:
 def check_speculative(call: SamplerCall, logits, goal: SpeculativeTarget, *, temperature, alpha: float,
                       power: float, tv: float | None, budget_s: float | None, seed: int,
                       started: float) -> SamplerReport:  # fmt: skip
-    """:func:`verification.check_sampler` for a :class:`~verification.targets.SpeculativeTarget` (see the
+    """:func:`verification.check_sampler` for a :class:`~verification.battery.aims.SpeculativeTarget` (see the
     module docstring); the arguments are checked by the caller, but for ``logits`` and ``temperature``."""
     from .run import _temperatures
 

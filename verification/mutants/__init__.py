@@ -20,7 +20,7 @@ module                 job
 at the planned ``n`` and that the exact sampler passes the same checks.
 """
 
-from .catalogue import CONTROLS, MUTANTS, Mutant, catalogue, mutant, mutant_cases
+from ..battery.mutants.catalogue import CONTROLS, MUTANTS, Mutant, catalogue, mutant, mutant_cases
 from .runner import (
     EXACT_SEED_OFFSET,
     budgets,

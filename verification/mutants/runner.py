@@ -1,6 +1,6 @@
 """Running the mutant catalogue: plan each mutant's n from its law, draw, and run the suite.
 
-:func:`plan` turns a mutant's exact law (:mod:`verification.mutants.laws`, or an estimate from draws
+:func:`plan` turns a mutant's exact law (:mod:`verification.battery.mutants.laws`, or an estimate from draws
 where no closed form exists) into the draws each suite test needs (:func:`verification.detection.plan_detection`);
 :func:`check_mutant` draws that many and runs the suite (:func:`verification.suite.run_suite`) on them;
 :func:`run_mutants` is the main job's ``--mutants`` section (every mutant flagged, every control passed);
@@ -20,14 +20,14 @@ import numpy as np
 
 from flashsampling.reference import sample_inverse_cdf
 
+from ..battery.cases import Case
+from ..battery.mutants.catalogue import CONTROLS, MUTANTS, Mutant, mutant, mutant_cases
+from ..battery.mutants.laws import exact
+from ..battery.mutants.samplers import Sampler
 from ..budget import Budget
-from ..cases import Case
 from ..detection import Detection, plan_detection
 from ..markdown import mutants_page
 from ..suite import TEST_TITLES, run_suite
-from .catalogue import CONTROLS, MUTANTS, Mutant, mutant, mutant_cases
-from .laws import exact
-from .samplers import Sampler
 
 #: The exact sampler that shadows mutant ``m`` in the tests uses seed ``m.seed + EXACT_SEED_OFFSET``.
 EXACT_SEED_OFFSET = 1000

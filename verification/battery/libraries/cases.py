@@ -4,7 +4,7 @@
 cases                      for
 =========================  ====================================================================
 :data:`AUDIT_CASES`        the softmax samplers (a sampler's time is split by these weights)
-:data:`TARGET_CASES`       the truncation samplers: each case's law is a ``verification.targets``
+:data:`TARGET_CASES`       the truncation samplers: each case's law is a ``verification.battery.aims``
                            target, in the convention of the library audited
 :func:`spec_cases`         the speculative rejection step (:class:`SpecCase`)
 =========================  ====================================================================
@@ -22,10 +22,9 @@ import numpy as np
 from flashsampling.reference import softmax
 from flashsampling.targets import ChainLaw, speculative_chain_law
 
+from ..aims import chain, min_p, top_k, top_p
 from ..cases import Case
-from ..mutants import mutant_cases
-from ..mutants.catalogue import TIES_K
-from ..targets import chain, min_p, top_k, top_p
+from ..mutants.catalogue import TIES_K, mutant_cases
 
 __all__ = ["AUDIT_CASES", "TARGET_CASES", "SpecCase", "audit_cases", "spec_cases"]
 

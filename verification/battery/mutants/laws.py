@@ -1,7 +1,7 @@
 """The exact law of each mutant on its case: the input of the planning.
 
 ``law(case) -> q (V,)`` is the distribution over tokens of the sampler of the same name in
-:mod:`verification.mutants.samplers`, on the case the catalogue runs it on.  Closed forms where the
+:mod:`verification.battery.mutants.samplers`, on the case the catalogue runs it on.  Closed forms where the
 mechanism allows: a group of tokens sharing one Gumbel acts as one token of logit ``max z``
 (:func:`shared_noise`); a capped noise on a head + flat tail case is a few events; bf16 tile
 candidates are a sum over the bf16 grid.  A law raises ``NotImplementedError`` on a case its closed

@@ -1,12 +1,11 @@
-"""The audit's speculative sampler: vLLM's rejection step (:mod:`.vllm_rejection`), and its checks.
+"""The audit's speculative sampler: vLLM's rejection step (:mod:`.vllm_rejection`), vectorized.
 
 The checker draws the draft tokens ``x_i ~ q_i`` itself (exact inverse CDF,
 :func:`flashsampling.targets.draw_draft_tokens`) and the bonus token from ``p_{K+1}``; vLLM's
 ``rejection_sample`` receives them with float32 ``p = softmax(z / T)`` and ``q``, one request per
-draw, and emits ``K + 1`` slots padded with ``-1``.  Two laws are checked
-(:func:`flashsampling.targets.speculative_chain_law`): the first emitted token must follow ``p_1``
-(the full suite), and the number of emitted tokens must follow ``num_emitted`` (Pearson over
-``K + 1`` categories), which tests the acceptance ``beta_i`` of every position.
+draw, and emits ``K + 1`` slots padded with ``-1``.  The audit checks two laws of the output
+(:func:`flashsampling.targets.speculative_chain_law`; the checks are in the audit's runner): the first emitted
+token must follow ``p_1`` and the number of emitted tokens ``num_emitted``.
 
 The interpreted Triton kernels cost about 20 ms per request on a CPU, so the draws use
 :func:`rejection_sample_vectorized`: the same host code, and the two kernels' bodies as torch
@@ -20,15 +19,11 @@ import numpy as np
 
 from flashsampling.targets import draw_draft_tokens
 
-from ..stats.family import Family
-from ..stats.gof import goodness_of_fit
-from ..suite import run_suite, suite_names
 from .cases import SpecCase
 from .samplers import AuditSampler, _has
 from .vllm_rejection import PLACEHOLDER_TOKEN_ID, Metadata, generate_uniform_probs, rejection_sample
 
-__all__ = ["SPECULATIVE_SAMPLERS", "check_speculative", "rejection_sample_vectorized", "speculative_inputs",
-           "speculative_tests"]  # fmt: skip
+__all__ = ["SPECULATIVE_SAMPLERS", "rejection_sample_vectorized", "speculative_inputs"]
 
 #: Requests per batched call.
 _REQUESTS = 8192
@@ -109,18 +104,6 @@ def _vllm_draw(case: SpecCase, n: int, seed: int, *, interpreted: bool = False) 
             torch.manual_seed(seed + 7919 * i)
             out.append(fn(*args).numpy().astype(np.int64))
     return np.concatenate(out)
-
-
-def speculative_tests(case: SpecCase) -> int:
-    """Tests :func:`check_speculative` adds to a family: the suite on the first token, and the count."""
-    return len(suite_names(case.first)) + 1
-
-
-def check_speculative(x: np.ndarray, case: SpecCase, family: Family, prefix: str) -> None:
-    """Add the suite on the first emitted token and Pearson on the number emitted to ``family``."""
-    run_suite(x[:, 0], case.first, family=family, prefix=prefix)
-    emitted = (x != PLACEHOLDER_TOKEN_ID).sum(axis=1) - 1  # 0 .. K: index into num_emitted
-    family.add(prefix + "emitted", goodness_of_fit(emitted, case.law.num_emitted, alpha=family.test_alpha))
 
 
 SPECULATIVE_SAMPLERS: tuple[AuditSampler, ...] = (

@@ -64,8 +64,8 @@ class AuditSampler:
         Each draw costs a vector over the vocabulary (a race); such samplers run after the cheap ones
         and inherit the time those leave unused.
     cases : dict[str, float]
-        The cases it draws from (names in :func:`verification.audit.cases.audit_cases` or
-        :func:`~verification.audit.cases.spec_cases`) and their shares of its time; the first is the
+        The cases it draws from (names in :func:`verification.battery.libraries.cases.audit_cases` or
+        :func:`~verification.battery.libraries.cases.spec_cases`) and their shares of its time; the first is the
         one whose detectable total variation the row reports.
     """
 

@@ -8,9 +8,9 @@ Layers, as in the design's three layers of evidence:
 * ``kernel``: the Triton kernel itself (interpreted on CPU, so n is small there; compiled on GPU).
 
 The fused top-k sampler's variants (``twin-topk``, ``kernel-topk-logits``, ``kernel-topk-matmul``) sample a case
-whose target is ``top_k(k, ties="low_index")`` (:mod:`verification.topk_cases`, in the battery) and refuse every other
-case (:func:`fused_topk_case`); the plain variants sample ``softmax(z / T)`` and refuse a case with another target
-(:func:`softmax_case`, :func:`plain`); the control samples any case's target law.
+whose target is ``top_k(k, ties="low_index")`` (:func:`verification.battery.cases.topk_cases`, in the battery) and
+refuse every other case (:func:`fused_topk_case`); the plain variants sample ``softmax(z / T)`` and refuse a case
+with another target (:func:`softmax_case`, :func:`plain`); the control samples any case's target law.
 
 A variant that cannot run a case (the matmul path has no ``-inf`` logits; the tile inverse-CDF sampler
 has no greedy path) says so through ``applies``, so the main job knows every run, and the size of its

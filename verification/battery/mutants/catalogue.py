@@ -46,8 +46,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..aims import chain, min_p, top_k, top_p
 from ..cases import Case
-from ..targets import chain, min_p, top_k, top_p
 from . import laws
 from . import samplers as S
 from . import speculative as SP

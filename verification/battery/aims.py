@@ -1,6 +1,7 @@
-"""Targets a sampler is checked against: small value objects naming a law and its parameters.
+"""What a check aims at: small value objects naming a target law and its parameters.
 
-A :class:`Target` says *which* law a sampler promises (the plain softmax, top-k, top-p, min-p, or a
+The laws themselves are :mod:`flashsampling.targets`; an aim only names one.  A :class:`Target` says *which* law a
+sampler promises (the plain softmax, top-k, top-p, min-p, or a
 composition of them in an order); :meth:`Target.probs` computes it in float64 from the logits the sampler
 was given, with :mod:`flashsampling.targets`.  A :class:`SpeculativeTarget` holds the draft
 probabilities of a speculative sampler and gives the exact law of its output.  Neither draws anything.
