@@ -1,5 +1,5 @@
 """Shared fixtures.  Seeds and sample budgets of the statistical tests live in
-``verification/budget.py`` so that the family-wise false-alarm rate can be computed."""
+``verification/planning/budget.py`` so that the family-wise false-alarm rate can be computed."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import pytest
 from verification import audit as A
 from verification.audit.runner import _audit_one, _shares
 from verification.battery.libraries.samplers import _torch_device
-from verification.suite import run_suite
+from verification.runners.suite import run_suite
 
 N = 20_000
 

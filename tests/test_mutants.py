@@ -20,8 +20,9 @@ from flashsampling.reference import softmax
 from verification import goodness_of_fit, tail_mass_test
 from verification import mutants as M
 from verification.battery.mutants import samplers as S
-from verification.detection import plan_detection
-from verification.suite import TEST_TITLES, run_suite, suite_names
+from verification.planning.detection import plan_detection
+from verification.planning.suite import TEST_TITLES, suite_names
+from verification.runners.suite import run_suite
 
 ALPHA = 1e-3
 NAMES = [m.name for m in M.MUTANTS]

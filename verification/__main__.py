@@ -6,7 +6,7 @@ other first argument runs the main job below.
 
 Runs every variant present (fused kernel, its NumPy twin, grouped/online/TP, the float64 reference as
 a control) on every case of the battery (``verification.battery.cases``) through the suite, all tests in one
-Holm family at the family-wise ``--alpha`` (:mod:`verification.engine`); writes the report folder
+Holm family at the family-wise ``--alpha`` (:mod:`verification.runners.engine`); writes the report folder
 ``--out`` (``report.md``, ``report.json``, plots: :mod:`verification.report`) and exits with status 1
 when any test fails (or, with ``--mutants``, a mutant escapes).
 
@@ -34,14 +34,15 @@ from . import report
 from .audit import format_audit, run_audit
 from .battery.cases import battery
 from .battery.variants import registry
-from .engine import plan_runs, run_battery
+from .engine import run_battery
 from .mutants import format_table as format_mutants
 from .mutants import run_mutants
+from .planning.runs import plan_runs
 
 #: Seconds reserved, within a budget, for what follows the report (printing, the interpreter's exit).
 EXIT_SECONDS = 0.5
 #: Below this fraction of its share left for the runs, a budget is reported as too small: the runs'
-#: pilot batches alone then take longer (see verification.engine: 14-28 s for the CPU battery).
+#: pilot batches alone then take longer (see verification.runners.engine: 14-28 s for the CPU battery).
 FLOOR_SHARE = 0.25
 
 

@@ -50,15 +50,15 @@ import numpy as np
 
 from .battery.cases import Case
 from .battery.variants import Variant
-from .stats._validate import check_alpha, check_int, check_positive_real, check_power
+from .planning.runs import BatteryPlan, Run, fixed_draws, plan_battery
+from .planning.suite import TEST_TITLES
+from .runners.suite import run_suite
+from .stats._validate import check_positive_real
 from .stats.counts import Counts, count_samples
 from .stats.family import Family, FamilyMember
-from .suite import TEST_TITLES, run_suite, suite_names
 
-__all__ = ["BatteryResult", "Run", "RunResult", "fixed_draws", "plan_runs", "run_battery"]
+__all__ = ["BatteryResult", "RunResult", "run_battery", "run_plan"]
 
-#: Fewest draws of a run without a budget (below it the chi-square pools most of a V = 1000 case).
-MIN_DRAWS = 2_000
 #: Draws of the first (pilot) batch of a budgeted run: the interpreted kernels run 64 rows per call,
 #: and a call costs 0.03-0.9 s on 2 CPU cores whether it draws 16 or 64 (measured on the battery's
 #: cases), so a smaller pilot saves no time.
@@ -72,35 +72,12 @@ MAX_BATCH = 1 << 24
 MAX_DRAWS = 50_000_000
 #: Seed offset of the maxima of batch ``b`` (the draws use ``seed + b``, ``b < MAXIMA_SEED_OFFSET``).
 MAXIMA_SEED_OFFSET = 500
-#: Seed stride between runs.
-RUN_SEED_STRIDE = 1000
 
 #: Order in which a budgeted battery runs the layers: the kernels first, whose first batch may take
 #: longer than their share (0.1-2 s interpreted), so the runs after them absorb the overrun; the
 #: control next, which reaches ``MAX_DRAWS`` first on a long budget; the twins last, which can use any
 #: time left.
 _LAYER_ORDER = {"kernel": 0, "control": 1, "twin": 2}
-
-
-@dataclass(frozen=True)
-class Run:
-    """One variant on one case: its position, its seed and the names of its tests."""
-
-    index: int
-    variant: Variant
-    case: Case
-    seed: int
-    tests: tuple[str, ...]
-
-    @property
-    def name(self) -> str:
-        """``"variant/case"``, the prefix of its members in the family."""
-        return f"{self.variant.name}/{self.case.name}"
-
-    @property
-    def maxima(self) -> bool:
-        """The Gumbel-max test is one of its tests."""
-        return "gumbel-max" in self.tests
 
 
 @dataclass
@@ -175,20 +152,6 @@ def _finite(x: float) -> float | None:
     """``x`` as a float, ``None`` when not finite (JSON has no infinity)."""
     x = float(x)
     return x if np.isfinite(x) else None
-
-
-def plan_runs(variants: Sequence[Variant], cases: Sequence[Case], *, seed: int = 20261129) -> list[Run]:
-    """Every (variant, case) the variant runs on (:meth:`Variant.runs_on`), variants outer, with seeds and tests."""
-    pairs = [(v, c) for v in variants for c in cases if v.runs_on(c)]
-    return [
-        Run(k, v, c, seed + RUN_SEED_STRIDE * k, tuple(suite_names(c, maxima=v.has_maxima(c))))
-        for k, (v, c) in enumerate(pairs)
-    ]
-
-
-def fixed_draws(variant: Variant, case: Case) -> int:
-    """Draws of a run without a budget: the variant's cost in ``n * V`` units, capped, at least ``MIN_DRAWS``."""
-    return max(MIN_DRAWS, min(variant.cpu_max_n, variant.cpu_elements // case.num_categories))
 
 
 def _batch(run: Run, n: int, b: int) -> tuple[Counts, np.ndarray | None]:
@@ -269,16 +232,21 @@ def run_battery(
     ValueError
         No variant applies to any case, or an argument is out of range.
     """
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    plan = plan_battery(variants, cases, alpha=alpha, power=power, seed=seed)
+    return run_plan(plan, budget_s=budget_s, progress=progress)
+
+
+def run_plan(plan: BatteryPlan, *, budget_s: float | None = None,
+             progress: Callable[[RunResult], None] | None = None) -> BatteryResult:  # fmt: skip
+    """Run a :class:`~verification.planning.runs.BatteryPlan` (:func:`run_battery` with the plan made): draw,
+    count and test every run into one Holm family of ``plan.size`` tests.  ``budget_s``: seconds for the draws
+    and tests of every run (the module docstring says how they are shared); ``None``: fixed sizes."""
     if budget_s is not None:
         budget_s = check_positive_real(budget_s, "budget_s")
-    seed = check_int(seed, "seed", minimum=0)
-    runs = plan_runs(variants, cases, seed=seed)
-    if not runs:
-        raise ValueError("no (variant, case) pair to run: no variant applies to any of the cases")
+    runs = plan.runs
+    power = plan.power
     t0 = time.perf_counter()
-    family = Family(alpha=alpha, size=sum(len(r.tests) for r in runs), name="battery")
+    family = Family(alpha=plan.alpha, size=plan.size, name="battery")
     results = {r.index: RunResult(r) for r in runs}
     order = sorted(runs, key=lambda r: _LAYER_ORDER.get(r.variant.layer, len(_LAYER_ORDER)))
     for k, run in enumerate(order):

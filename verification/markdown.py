@@ -195,7 +195,7 @@ def mutants_page(alpha: float, power: float, reps: int, seconds: float, rows: li
         "",
         "Each mutant is a sampler with one defect modelled on a real failure (`verification/mutants/`), run",
         "on the case where the defect shows. The suite is the family of tests of",
-        "`verification/suite.py` on that case, decided by Holm at family-wise",
+        "`verification/planning/suite.py` on that case, decided by Holm at family-wise",
         f"alpha = {alpha:g} over its m tests. **n** is the smallest number of draws at which the suite flags",
         f"the mutant with probability >= {power}, planned from the mutant's exact law with each test's planning",
         "twin at level alpha/m (Holm rejects whatever Bonferroni rejects, so the family has at least that",

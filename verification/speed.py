@@ -4,7 +4,7 @@
 (``p_i ~ (i + 1)**-1.1``; drawing is not timed), then times
 
 1. counting them into a histogram (:func:`verification.count_samples`, one ``np.bincount``), and
-2. testing the histogram with the count-based tests of the suite (:mod:`verification.suite`): Pearson
+2. testing the histogram with the count-based tests of the suite (:mod:`verification.planning.suite`): Pearson
    chi-square, G-test, per-category binomial with Holm, DKWM CDF envelope, and the tail-mass test,
 
 and prints the seconds and the draws per second.  The target is under a minute on 2 CPU cores.

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from verification import calibration
-from verification.budget import budget
 from verification.markdown import calibration_page
+from verification.planning.budget import budget
 
 SPECS = calibration.specs()
 NULL = budget("verification.calibration.null")

@@ -12,7 +12,7 @@ import torch
 from verification import adapters, check_sampler
 from verification.battery.aims import speculative
 from verification.battery.protocol import SamplerCall
-from verification.budget import budget
+from verification.planning.budget import budget
 
 EXACT = budget("verification.check.exact")
 Z = np.random.default_rng(9).normal(0, 1, (2, 12)).astype(np.float32)

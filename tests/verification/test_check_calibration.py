@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 from verification import calibration
-from verification.budget import budget
+from verification.planning.budget import budget
 
 PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
 CAL = budget("verification.check.calibration")

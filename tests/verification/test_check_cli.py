@@ -18,8 +18,8 @@ import pytest
 import verification.check.cli as cli
 from verification.__main__ import main
 from verification.battery.aims import chain, softmax, top_k, top_p
-from verification.budget import budget
 from verification.check.cli import parse_target
+from verification.planning.budget import budget
 
 EXACT = budget("verification.check.exact")
 PLANTED = budget("verification.check.planted")

@@ -18,8 +18,8 @@ import textwrap
 
 import pytest
 
-from verification.budget import budget
 from verification.check.acceptance import BEGIN, END, RUNS
+from verification.planning.budget import budget
 from verification.pytest_plugin import example_seed
 
 EXACT = budget("verification.check.exact")

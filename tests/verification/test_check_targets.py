@@ -14,7 +14,7 @@ import torch
 
 from verification import check_sampler
 from verification.battery.aims import chain, speculative, top_k, top_p
-from verification.budget import budget
+from verification.planning.budget import budget
 
 EXACT = budget("verification.check.exact")
 PLANTED = budget("verification.check.planted")

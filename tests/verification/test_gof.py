@@ -9,7 +9,7 @@ import pytest
 from flashsampling.reference import sample_inverse_cdf
 from verification import Counts, assert_samples_match, g_test, goodness_of_fit, pearson_chisquare
 from verification.battery import planted
-from verification.budget import budget
+from verification.planning.budget import budget
 from verification.stats.binning import pool_small_bins
 
 TESTS = [pearson_chisquare, g_test, goodness_of_fit]

@@ -7,7 +7,7 @@ import numpy as np
 from flashsampling.reference import sample_gumbel_max, sample_inverse_cdf, softmax
 from verification import homogeneity_test
 from verification.battery import planted
-from verification.budget import budget
+from verification.planning.budget import budget
 
 
 def test_two_exact_samplers_agree():

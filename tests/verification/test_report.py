@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from verification import report
-from verification.budget import budget
 from verification.engine import run_battery
 from verification.markdown import report_page
+from verification.planning.budget import budget
 
 from .test_engine import EXACT, FLAT, NORMAL
 

@@ -1,6 +1,6 @@
 """Running the audit: each sampler on its cases, one Holm family per sampler, the rows and their tables.
 
-Every (sampler, case) draws, the suite of :mod:`verification.suite` tests it (for the speculative
+Every (sampler, case) draws, the suite of :mod:`verification.planning.suite` tests it (for the speculative
 case: the suite on the first emitted token and Pearson on the number emitted,
 :func:`.speculative.check_speculative`), and one Holm family per sampler decides it at the
 family-wise ``alpha``: a sampler that is exact fails with probability at most ``alpha``.  The row
@@ -35,11 +35,12 @@ from ..battery.libraries.speculative import SPECULATIVE_SAMPLERS
 from ..battery.libraries.truncation import TARGET_SAMPLERS
 from ..battery.libraries.vllm_rejection import PLACEHOLDER_TOKEN_ID
 from ..markdown import audit_tables
+from ..planning.suite import suite_names
+from ..runners.suite import run_suite
 from ..stats.binomial import detectable_shifts
 from ..stats.family import Family
 from ..stats.gof import goodness_of_fit
 from ..stats.tails import TailResult
-from ..suite import run_suite, suite_names
 
 __all__ = ["DEFAULT_BUDGET_S", "MAX_DRAWS", "MIN_DRAWS", "SAMPLERS", "format_audit", "main", "run_audit"]
 

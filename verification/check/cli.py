@@ -34,7 +34,7 @@ from .. import report as folder
 from ..__main__ import _checked
 from ..battery import aims as target_module
 from ..battery.cases import battery
-from .plan import LawCase
+from ..planning.check import LawCase
 from .run import MAX_SEED, check_sampler
 
 __all__ = ["build_parser", "load_sampler", "main", "parse_target"]

@@ -20,16 +20,8 @@ from flashsampling.targets._inputs import check_temperature, per_row
 
 from ..battery.aims import SpeculativeTarget, Target, softmax
 from ..battery.protocol import SEED_LIMIT, SamplerCall, prepare_logits
-from ..stats._validate import check_alpha, check_fraction, check_int, check_positive_real, check_power
-from ..stats.counts import Counts, count_samples
-from ..stats.family import Family
-from ..stats.independence import lag_scan_test
-from ..stats.results import StatResult
-from ..stats.support import support_test
-from ..stats.ties import TieResult, tie_bias_test
-from ..suite import run_suite
-from . import plan as planning
-from .plan import (
+from ..planning import check as planning
+from ..planning.check import (
     CALLS_SEED_OFFSET,
     COST_DRAWS,
     COST_SEED_OFFSET,
@@ -39,6 +31,14 @@ from .plan import (
     Plan,
     RowPlan,
 )
+from ..runners.suite import run_suite
+from ..stats._validate import check_alpha, check_fraction, check_int, check_positive_real, check_power
+from ..stats.counts import Counts, count_samples
+from ..stats.family import Family
+from ..stats.independence import lag_scan_test
+from ..stats.results import StatResult
+from ..stats.support import support_test
+from ..stats.ties import TieResult, tie_bias_test
 from .report import CheckedTest, Property, SamplerReport
 
 __all__ = ["DEFAULT_TV", "MAX_SEED", "check_sampler"]
@@ -105,7 +105,7 @@ def check_sampler(
     bind them (``functools.partial``).  NumPy and JAX callables: :mod:`verification.adapters`.  A
     speculative sampler has its own protocol (``target=speculative(...)``, :mod:`verification.check.speculative`).
 
-    The tests (:mod:`verification.check.plan`)
+    The tests (:mod:`verification.planning.check`)
     -------------------------------------------
     Per row: pooled Pearson chi-square and G-test, DKWM in index and descending order, per-category
     binomial (under- and over-drawn), the two-sided tail mass on the target's far tail (tokens 16, 12 or 8
@@ -138,7 +138,7 @@ def check_sampler(
         Seconds for the whole check: after the pilot, the draws are sized to fit 80 % of what is left
         (an affine cost model from two timed calls), the rest is kept for the tests.
     seed : int in [0, MAX_SEED]
-        Base seed ``s`` of the calls (:mod:`verification.check.plan` lists every call's seed).
+        Base seed ``s`` of the calls (:mod:`verification.planning.check` lists every call's seed).
 
     Returns
     -------

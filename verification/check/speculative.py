@@ -45,15 +45,7 @@ from flashsampling.targets._inputs import to_numpy
 
 from ..battery.aims import SpeculativeTarget
 from ..battery.protocol import SamplerCall, read_tokens
-from ..stats.categories import category_test
-from ..stats.counts import Counts
-from ..stats.family import Family
-from ..stats.gof import g_test, gof_detectable_tv, pearson_chisquare, required_gof_samples
-from ..stats.independence import DEFAULT_MAX_LAG, lag_scan_test, required_lag_scan_samples
-from ..stats.results import StatResult
-from ..stats.support import SupportResult
-from ..suite import TEST_TITLES
-from .plan import (
+from ..planning.check import (
     CALLS_SEED_OFFSET,
     COST_DRAWS,
     COST_SEED_OFFSET,
@@ -63,13 +55,19 @@ from .plan import (
     ROWS_SEED_OFFSET,
     columns_for_budget,
 )
+from ..planning.speculative import max_tests, sizes_for_tv, test_names
+from ..planning.suite import TEST_TITLES
+from ..stats.categories import category_test
+from ..stats.counts import Counts
+from ..stats.family import Family
+from ..stats.gof import g_test, pearson_chisquare
+from ..stats.independence import lag_scan_test
+from ..stats.results import StatResult
+from ..stats.support import SupportResult
 from .report import CheckedTest, Property, SamplerReport
 
 __all__ = ["check_speculative"]
 
-#: Draft positions reached with at least this probability set the planned draws (rarer ones are tested
-#: at the draws the others need, where those suffice).
-REACH_FLOOR = 0.05
 #: Seed offset of the draft tokens of a call (the checker's NumPy seed ``[call seed, DRAFT_KEY]``).
 DRAFT_KEY = 0xD2AF7
 
@@ -151,11 +149,11 @@ def check_speculative(call: SamplerCall, logits, goal: SpeculativeTarget, *, tem
         calls, stream = 2, columns
         how = f"sizes fit budget_s = {budget_s:g} s after a pilot"
     else:
-        columns, calls, stream = _sizes_for_tv(law, outcome_law, tv, alpha, power, call.seeded)
+        columns, calls, stream = sizes_for_tv(law, outcome_law, tv, alpha, power, call.seeded)
         how = f"sizes planned for total variation tv = {tv:g} (each test's own law-aware planner)"
     n = calls * columns
-    a_max = alpha / _max_tests(b, k, call.seeded)
-    names, skipped = _names(law, outcome_law, n, columns, a_max, power, call.seeded)
+    a_max = alpha / max_tests(b, k, call.seeded)
+    names, skipped = test_names(law, outcome_law, n, columns, a_max, power, call.seeded)
     family = Family(alpha=alpha, size=len(names), name=call.name)
     a = family.test_alpha
     emitted = np.zeros((b, k + 1), dtype=np.int64)
@@ -241,69 +239,9 @@ def _title(name: str) -> str:
         return "number of tokens emitted (Pearson)"
     if words[0] == "range":
         return "range and protocol"
-    from .plan import test_title
+    from ..planning.check import test_title
 
     return test_title(name)
-
-
-def _max_tests(b: int, k: int, seeded: bool) -> int:
-    return b * (2 + 3 * (k + 1)) + 3 + int(seeded)
-
-
-def _sizes_for_tv(law, outcome_law: np.ndarray, tv: float, alpha: float, power: float,
-                  seeded: bool) -> tuple[int, int, int]:  # fmt: skip
-    b, k, _ = outcome_law.shape
-    a = alpha / _max_tests(b, k, seeded)
-    n = 1
-    for r in range(b):
-        n = max(n, required_gof_samples(tv, law.num_emitted[r], alpha=a, power=power))
-        for i in range(k + 1):
-            reach = float(law.reach[r, i])
-            if reach < REACH_FLOOR:
-                continue
-            probs = outcome_law[r, i] if i < k else law.bonus[r]
-            if np.count_nonzero(probs) >= 2:
-                n = max(n, math.ceil(required_gof_samples(tv, probs, alpha=a, power=power) / reach))
-    o = outcome_law[0, 0]
-    stream = max(2 * DEFAULT_MAX_LAG + 2, required_lag_scan_samples(tv, o, o, alpha=a, power=power),
-                 required_lag_scan_samples(tv, o, serial=True, alpha=a, power=power))  # fmt: skip
-    cap = MAX_CALL_DRAWS // b
-    stream = min(cap, stream)
-    columns = min(cap, max(stream, math.ceil(n / 2)))
-    return columns, max(2, math.ceil(n / columns)), stream
-
-
-def _names(law, outcome_law: np.ndarray, n: int, columns: int, a: float, power: float,
-           seeded: bool) -> tuple[list[str], dict[str, str]]:  # fmt: skip
-    b, k, _ = outcome_law.shape
-    names: list[str] = []
-    skipped: dict[str, str] = {}
-    for r in range(b):
-        prefix = f"row {r}: "
-        names.append(prefix + "emitted")
-        for i in range(k + 1):
-            where = f"draft {i}" if i < k else "bonus"
-            probs = outcome_law[r, i] if i < k else law.bonus[r]
-            expected = int(n * float(law.reach[r, i]))
-            if np.count_nonzero(probs) < 2:
-                skipped[prefix + where] = "the outcome there has a single possible value"
-            elif expected < 1 or not math.isfinite(gof_detectable_tv(expected, probs, a, power)):
-                skipped[prefix + where] = (f"reached with probability {float(law.reach[r, i]):.3g}: {n} draws "
-                                           f"expect {expected} there, too few for the chi-square")  # fmt: skip
-            else:
-                names += [f"{prefix}{where} {t}" for t in ("pearson", "g-test", "categories")]
-        names.append(prefix + "range")
-    if np.count_nonzero(outcome_law[0, 0]) < 2:
-        skipped["independence"] = "row 0's first outcome has a single possible value"
-        return names, skipped
-    names.append("samples")
-    names.append("rows 0-1" if b > 1 else "rows 0-0'")
-    if seeded:
-        names.append("seeds")
-    else:
-        skipped["seeds"] = "the sampler takes no seed"
-    names.append("calls")
-    return names, skipped
 
 
 def _pilot(session: _Session, seed: int, budgeted: bool) -> tuple[list[Property], tuple[float, float]]:

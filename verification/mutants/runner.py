@@ -1,8 +1,9 @@
 """Running the mutant catalogue: plan each mutant's n from its law, draw, and run the suite.
 
 :func:`plan` turns a mutant's exact law (:mod:`verification.battery.mutants.laws`, or an estimate from draws
-where no closed form exists) into the draws each suite test needs (:func:`verification.detection.plan_detection`);
-:func:`check_mutant` draws that many and runs the suite (:func:`verification.suite.run_suite`) on them;
+where no closed form exists) into the draws each suite test needs
+(:func:`verification.planning.detection.plan_detection`);
+:func:`check_mutant` draws that many and runs the suite (:func:`verification.runners.suite.run_suite`) on them;
 :func:`run_mutants` is the main job's ``--mutants`` section (every mutant flagged, every control passed);
 :func:`generate_docs` confirms each planned ``n`` on fresh seeds and renders ``docs/mutants.md``
 (``python -m verification.mutants --out docs/mutants.md``).
@@ -24,10 +25,11 @@ from ..battery.cases import Case
 from ..battery.mutants.catalogue import CONTROLS, MUTANTS, Mutant, mutant, mutant_cases
 from ..battery.mutants.laws import exact
 from ..battery.mutants.samplers import Sampler
-from ..budget import Budget
-from ..detection import Detection, plan_detection
 from ..markdown import mutants_page
-from ..suite import TEST_TITLES, run_suite
+from ..planning.budget import Budget
+from ..planning.detection import Detection, plan_detection
+from ..planning.suite import TEST_TITLES
+from ..runners.suite import run_suite
 
 #: The exact sampler that shadows mutant ``m`` in the tests uses seed ``m.seed + EXACT_SEED_OFFSET``.
 EXACT_SEED_OFFSET = 1000
@@ -116,7 +118,7 @@ def catalogue_table(alpha: float = 1e-3, power: float = 0.99) -> list[dict[str, 
 
     ``n`` is the smallest number of draws at which the suite (Holm at family-wise ``alpha`` over the
     case's ``m`` tests) flags the mutant with probability ``>= power``, from the planning twins applied
-    to the mutant's exact law (:func:`verification.detection.plan_detection`).
+    to the mutant's exact law (:func:`verification.planning.detection.plan_detection`).
     """
     rows = []
     for m in MUTANTS:
@@ -216,11 +218,11 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def budgets(alpha: float = 1e-3) -> list[Budget]:
-    """Seeds, sizes and levels of ``tests/test_mutants.py`` as :class:`verification.budget.Budget` entries.
+    """Seeds, sizes and levels of ``tests/test_mutants.py`` as :class:`verification.planning.budget.Budget` entries.
 
     One ``planted`` entry per mutant (caught at its planned ``n`` with power 0.99) and one ``null`` entry
     per mutant for the exact sampler run through the same suite at the same ``n`` (family-wise level
-    ``alpha`` each), ready to be listed in :mod:`verification.budget`.
+    ``alpha`` each), ready to be listed in :mod:`verification.planning.budget`.
     """
     out = []
     for m in MUTANTS:

@@ -25,7 +25,7 @@ A sampler without a seed gets the same calls without seeds; then draws 0 and 1 a
 
 Tests (one Holm family)
 -----------------------
-Per row ``b`` (names ``row b: <test>``): the suite of :func:`verification.suite.run_suite` (``pearson``,
+Per row ``b`` (names ``row b: <test>``): the suite of :func:`verification.runners.suite.run_suite` (``pearson``,
 ``g-test``, ``cdf-index``, ``cdf-descending``, ``categories`` and, where the target has a far tail that
 ``n`` draws can test, the two-sided ``tail`` of :func:`verification.stats.tails.far_tail`), then ``ties``
 (the lower-half test on the tied group of largest mass, conditional on the draws that land in it, where
@@ -71,7 +71,7 @@ from ..stats.independence import DEFAULT_MAX_LAG, required_lag_scan_samples, tab
 from ..stats.power import smallest_n
 from ..stats.tails import far_tail
 from ..stats.ties import min_detectable_tie_shift
-from ..suite import TEST_TITLES, suite_names
+from .suite import TEST_TITLES, suite_names
 
 __all__ = [
     "CALLS_SEED_OFFSET",

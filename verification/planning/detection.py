@@ -1,7 +1,7 @@
 """The number of draws at which the suite detects a sampler whose exact law is known.
 
 Given the exact law ``q`` of a biased sampler (and, for paired layouts, the joint law of a pair),
-:func:`plan_detection` returns, for every test of the suite (:mod:`verification.suite`), the smallest
+:func:`plan_detection` returns, for every test of the suite (:mod:`verification.planning.suite`), the smallest
 ``n`` at which that test alone rejects with probability ``>= power`` at level ``alpha / m``.  Holm
 rejects every hypothesis that Bonferroni (``alpha / m``) rejects, so the family flags the sampler with
 at least that power: the suite's ``n`` is the minimum over its tests.  Each test uses its own planning
@@ -31,15 +31,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .battery.cases import Case
-from .stats._validate import check_alpha, check_power
-from .stats.binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
-from .stats.binomial import detectable_shifts
-from .stats.categories import min_detectable_category_shift, required_category_samples
-from .stats.cdf import category_order, required_cdf_samples
-from .stats.independence import MAX_BUCKETS
-from .stats.power import chi2_noncentrality, smallest_n
-from .stats.ties import required_tie_samples
+from ..battery.cases import Case
+from ..stats._validate import check_alpha, check_power
+from ..stats.binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
+from ..stats.binomial import detectable_shifts
+from ..stats.categories import min_detectable_category_shift, required_category_samples
+from ..stats.cdf import category_order, required_cdf_samples
+from ..stats.independence import MAX_BUCKETS
+from ..stats.power import chi2_noncentrality, smallest_n
+from ..stats.ties import required_tie_samples
 from .suite import suite_names
 
 __all__ = ["Detection", "plan_detection"]

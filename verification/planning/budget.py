@@ -10,7 +10,7 @@ draws and its level from an entry here, so the error rates of the whole test sui
   a fresh seed would let it through.  :func:`family_wise_miss` sums those.
 
 With the seeds fixed the suite is deterministic; these totals say how much that luck is worth.
-``python -m verification.budget`` prints the table.
+``python -m verification.planning.budget`` prints the table.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def budget(name: str) -> Budget:
     try:
         return BUDGETS[name]
     except KeyError:
-        raise KeyError(f"no budget named {name!r} in verification/budget.py") from None
+        raise KeyError(f"no budget named {name!r} in verification/planning/budget.py") from None
 
 
 def family_wise_alpha(prefix: str = "") -> float:

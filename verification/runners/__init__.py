@@ -1,0 +1,1 @@
+"""Draw, count, test, decide: every way the suite is run on samplers, each under one Holm family."""
