@@ -18,7 +18,7 @@ from verification import check_sampler, independence_test
 from verification.battery import examples
 from verification.battery.aims import top_k
 from verification.planning.budget import budget
-from verification.planning.check import MAX_ROW_PAIRS, PILOT_SEED_OFFSET
+from verification.planning.streams import MAX_ROW_PAIRS, PILOT_SEED_OFFSET
 from verification.stats.gof import min_detectable_gof_tv
 from verification.stats.independence import min_detectable_lag_scan_tv
 

@@ -24,7 +24,8 @@ MODULES = [
     "verification.stats.independence",
     "verification.stats.support",
     "verification.adapters",
-    "verification.check.run",
+    "verification.runners.check",
+    "verification.battery.aims",
 ]
 
 

@@ -18,7 +18,8 @@ module                 job
 =====================  ==========================================================================
 """
 
-from .report import CheckedTest, Property, SamplerReport
-from .run import DEFAULT_TV, check_sampler
+from ..planning.check import DEFAULT_TV
+from ..runners.check import check_sampler
+from ..runners.sampler_report import CheckedTest, Property, SamplerReport
 
 __all__ = ["DEFAULT_TV", "CheckedTest", "Property", "SamplerReport", "check_sampler"]

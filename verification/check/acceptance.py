@@ -19,7 +19,8 @@ import numpy as np
 
 from ..battery import examples
 from ..markdown import table
-from .run import DEFAULT_TV, check_sampler
+from ..planning.check import DEFAULT_TV
+from ..runners.check import check_sampler
 
 __all__ = ["RUNS", "Run", "acceptance_cases", "main", "run_all"]
 

@@ -35,7 +35,8 @@ from ..__main__ import _checked
 from ..battery import aims as target_module
 from ..battery.cases import battery
 from ..planning.check import LawCase
-from .run import MAX_SEED, check_sampler
+from ..planning.streams import MAX_SEED
+from ..runners.check import check_sampler
 
 __all__ = ["build_parser", "load_sampler", "main", "parse_target"]
 

@@ -1,27 +1,14 @@
 """What :func:`verification.check_sampler` draws and tests, decided before the first draw it tests.
 
-Calls
------
-With ``s`` the caller's seed, ``L`` the logits ``[B, V]`` and ``c`` the columns of a call:
+Request
+-------
+:func:`check_request` checks every argument of ``check_sampler`` once, in the order of its signature, and
+returns a :class:`CheckRequest`: the sampler behind its protocol, the aim (a :class:`~verification.battery.aims.
+Target` or a :class:`~verification.battery.aims.SpeculativeTarget`), the float32 logits the sampler receives and
+their float64 values, one temperature per row, the target law of every row, the error rates, the size argument
+(``tv`` or ``budget_s``) and the seed.  Every later step reads the request; none checks an argument again.
 
-==============  =====================  ============================  ==========================================
-call            logits                 seed                          used by
-==============  =====================  ============================  ==========================================
-pilot           ``L``, 16 draws        ``s + 65537``                 protocol check, cost, reproducibility
-repeat          ``L``, 16 draws        ``s + 65537``                 property: same seed, same tokens
-moved           ``[L[B-1], L]``        ``s + 65537``                 property: a row's tokens do not depend on
-                                                                     its batch position or the batch size (not
-                                                                     made with per-row parameters)
-cost            ``L``, 128 draws       ``s + 65539``                 ``budget_s`` only: cost per draw
-draws ``k``     ``L``, ``c``           ``s + k``, ``k = 0..K-1``     every distribution test (``n = K c``);
-                                                                     ``k = 0, 1`` are the seed-s and seed-s+1
-                                                                     streams of the lag scans
-calls           ``L``, ``m``           ``s + 65536``                 independence across calls (with draws 0)
-rows            ``[L[0], L[0]]``       ``s + 65538``                 ``B = 1`` only: independence of rows
-==============  =====================  ============================  ==========================================
-
-A sampler without a seed gets the same calls without seeds; then draws 0 and 1 are two successive calls
-(the calls test pairs them), and the seed test and the reproducibility properties are skipped.
+Calls and their seeds: :mod:`verification.planning.streams`.
 
 Tests (one Holm family)
 -----------------------
@@ -62,30 +49,50 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
-from ..battery.aims import Target
+from flashsampling.targets._inputs import check_temperature, per_row, to_numpy
+
+from ..battery.aims import SpeculativeTarget, Target, softmax
 from ..battery.cases import Case
+from ..battery.protocol import SamplerCall, prepare_logits
+from ..stats._validate import check_alpha, check_fraction, check_int, check_positive_real, check_power
 from ..stats.cdf import required_cdf_samples
 from ..stats.gof import gof_detectable_tv
 from ..stats.independence import DEFAULT_MAX_LAG, required_lag_scan_samples, table_shape
 from ..stats.power import smallest_n
 from ..stats.tails import far_tail
 from ..stats.ties import min_detectable_tie_shift
+from .streams import MAX_ROW_PAIRS, MAX_SEED, row_pairs, stream_row
 from .suite import TEST_TITLES, suite_names
 
 __all__ = [
-    "CALLS_SEED_OFFSET",
+    "DEFAULT_TV",
+    "CheckRequest",
     "LawCase",
     "MAX_CALL_DRAWS",
     "PILOT_DRAWS",
     "Plan",
     "RowPlan",
     "build_plan",
+    "check_request",
     "columns_for_budget",
     "columns_for_tv",
+    "plan_check",
     "row_plans",
     "test_title",
 ]
+
+#: Total variation the sizes are planned for when neither ``tv`` nor ``budget_s`` is given.  One percent
+#: of the mass moved is the size of the defects that matter in practice and that a CPU can afford to
+#: resolve: a 3 % temperature error on N(0, 2**2) logits moves about 2 % (measured in
+#: ``docs/verify-your-sampler.md``), and at V = 1000 the chi-square needs about 10**6 draws a row for 1 %,
+#: a second for a NumPy sampler.  Defects far below 1 % in total variation but deadly in practice (a
+#: starved tail, shared noise, an overlapping stream) are the tail, range and independence tests' job,
+#: and they catch them at this ``n``.
+DEFAULT_TV = 0.01
+#: Fraction of ``budget_s`` kept for the tests and the report after the draws.
+TEST_RESERVE = 0.2
 
 #: Columns (draws per row) of one call at most: 2**20 int64 tokens a row; a sampler that materializes
 #: ``[B, num_samples, V]`` must draw in chunks of its own.
@@ -97,14 +104,6 @@ MAX_PLANNED_DRAWS = 1 << 24
 PILOT_DRAWS = 16
 #: Draws of the budgeted cost call (with the pilot, the two points of the affine cost model).
 COST_DRAWS = 128
-#: Seed offset of the calls call; the draws calls use ``s + k`` for ``k < CALLS_SEED_OFFSET``.
-CALLS_SEED_OFFSET = 1 << 16
-#: Seed offsets of the pilot (and repeat, moved), the rows call and the cost call.
-PILOT_SEED_OFFSET = CALLS_SEED_OFFSET + 1
-ROWS_SEED_OFFSET = CALLS_SEED_OFFSET + 2
-COST_SEED_OFFSET = CALLS_SEED_OFFSET + 3
-#: Adjacent row pairs tested for independence at most (rows 0-1, ..., 7-8).
-MAX_ROW_PAIRS = 8
 #: The tie test runs where the draws expected in the tied group detect a lower-half shift of this much.
 TIE_MAX_SHIFT = 0.25
 #: Row tests, in order; ``tail`` and ``ties`` where they apply.
@@ -118,6 +117,122 @@ _TITLES = {
     "seeds": f"independent seeds s, s+1 (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
     "calls": f"independent calls (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# The request: every argument checked once
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """The arguments of :func:`verification.check_sampler`, checked: what every later step reads.
+
+    Attributes
+    ----------
+    call : SamplerCall
+        The sampler behind its protocol (:mod:`verification.battery.protocol`).
+    aim : Target or SpeculativeTarget
+        What the sampler must draw from.
+    logits : torch.Tensor or None
+        The float32 logits ``[B, V]`` the sampler receives (on the device of a torch input); ``None`` for a
+        speculative aim, whose sampler receives probability tables.
+    values : numpy.ndarray
+        The logits' values the law is computed from: float64 ``[B, V]`` (of the float32 logits), or the
+        target model's logits ``(B, K + 1, V)`` for a speculative aim.
+    temperatures : numpy.ndarray, float64, shape (B,)
+    probs : numpy.ndarray
+        The target law of every row ``[B, V]`` (for a speculative aim: the target model's ``p (B, K + 1, V)``).
+    alpha, power : float
+    tv, budget_s : float or None
+        What the sizes are planned for (exactly one is set).
+    seed : int
+    """
+
+    call: SamplerCall
+    aim: Target | SpeculativeTarget
+    logits: torch.Tensor | None
+    values: np.ndarray = field(repr=False)
+    temperatures: np.ndarray
+    probs: np.ndarray = field(repr=False)
+    alpha: float
+    power: float
+    tv: float | None
+    budget_s: float | None
+    seed: int
+
+    @property
+    def speculative(self) -> bool:
+        return isinstance(self.aim, SpeculativeTarget)
+
+    @property
+    def per_row(self) -> bool:
+        """The rows differ by a parameter (a temperature or a target parameter given per row), which a sampler
+        binds by batch position."""
+        return len(set(self.temperatures.tolist())) > 1 or per_row_parameters(self.aim)
+
+
+def _aim(target) -> Target | SpeculativeTarget:
+    if isinstance(target, (Target, SpeculativeTarget)):
+        return target
+    if target == "softmax":
+        return softmax()
+    raise TypeError(
+        "target must be 'softmax', a verification.battery.aims.Target (top_k(...), top_p(...), min_p(...), "
+        f"chain(...)) or a SpeculativeTarget (speculative(...)), got {target!r}"
+    )
+
+
+def temperatures(temperature, rows: int) -> np.ndarray:
+    """``temperature`` (a number or one per row) checked, as float64 ``(rows,)``."""
+    t = check_temperature(temperature)
+    return per_row(t, "temperature", (rows,)).astype(np.float64)
+
+
+def per_row_parameters(target: Target) -> bool:
+    """The target has a parameter given per row (then a sampler binds it by batch position)."""
+    return any(isinstance(v, tuple) for k, v in target.params if k != "order") or any(
+        per_row_parameters(s) for s in target.steps
+    )
+
+
+def check_request(sampler, logits, *, target="softmax", temperature=1.0, alpha: float = 1e-3, power: float = 0.99,
+                  tv: float | None = None, budget_s: float | None = None, seed: int = 0) -> CheckRequest:  # fmt: skip
+    """Check the arguments of :func:`verification.check_sampler` (the same signature) and compute the target law.
+
+    Raises
+    ------
+    TypeError, ValueError
+        An argument out of range, named in the message (``tv`` and ``budget_s`` together included).
+    """
+    alpha = check_alpha(alpha)
+    power = check_power(power, alpha)
+    if tv is not None and budget_s is not None:
+        raise ValueError("pass tv or budget_s, not both: tv plans the sizes for a deviation, budget_s for a time")
+    if budget_s is not None:
+        budget_s = check_positive_real(budget_s, "budget_s")
+    elif tv is None:
+        tv = DEFAULT_TV
+    if tv is not None:
+        tv = check_fraction(tv, "tv")
+    seed = check_int(seed, "seed", minimum=0)
+    if seed > MAX_SEED:
+        raise ValueError(f"seed must be in [0, {MAX_SEED}] (the calls' seeds stay below 2**31), got seed={seed}")
+    aim = _aim(target)
+    call = SamplerCall.wrap(sampler)
+    if isinstance(aim, SpeculativeTarget):
+        L, z = None, to_numpy(logits, "logits")
+        temps = temperatures(temperature, aim.draft_probs.shape[0])
+    else:
+        L, z = prepare_logits(logits)
+        temps = temperatures(temperature, z.shape[0])
+    probs = aim.probs(z, temps)  # a speculative aim checks the shape (B, K + 1, V)
+    return CheckRequest(call, aim, L, z, temps, probs, alpha, power, tv, budget_s, seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows, tests and sizes
+# ---------------------------------------------------------------------------------------------
 
 
 def test_title(name: str) -> str:
@@ -163,13 +278,14 @@ def _tie_group(p: np.ndarray) -> np.ndarray | None:
     return p == values[tied][int(np.argmax(mass))]
 
 
-def row_plans(z: np.ndarray, temperature: np.ndarray, target: Target | None, probs: np.ndarray) -> list[RowPlan]:
+def row_plans(request: CheckRequest) -> list[RowPlan]:
     """One :class:`RowPlan` per row of the float64 values ``z [B, V]`` of the float32 logits."""
+    z, probs = request.values, request.probs
     out = []
     for b in range(z.shape[0]):
-        t = float(temperature[b])
+        t = float(request.temperatures[b])
         p = probs[b]
-        case = LawCase(f"row {b}", z[b], t, f"row {b} of the logits", target=target, law=p)
+        case = LawCase(f"row {b}", z[b], t, f"row {b} of the logits", target=request.aim, law=p)
         out.append(RowPlan(b, case, p, _tie_group(p), int(np.count_nonzero(p))))
     return out
 
@@ -197,6 +313,10 @@ class Plan:
         Tests not run, and why.
     notes : tuple of str
         How the sizes were set where the plan departs from the rule (rows planned by DKWM).
+    stream : int
+        Draws per stream of the calls and rows calls' lag scans.
+    how : str
+        One line on how the sizes were chosen (the report's).
     """
 
     rows: tuple[RowPlan, ...]
@@ -208,6 +328,8 @@ class Plan:
     tests: tuple[str, ...]
     skipped: dict[str, str]
     notes: tuple[str, ...] = ()
+    stream: int = 0
+    how: str = ""
 
     @property
     def n(self) -> int:
@@ -224,21 +346,6 @@ def max_tests(num_rows: int, seeded: bool) -> int:
     """Family size with every optional test included (the level the sizes are planned at is alpha over it)."""
     pairs = max(1, min(num_rows - 1, MAX_ROW_PAIRS))
     return num_rows * len(ROW_TESTS) + 1 + pairs + (2 if seeded else 1)
-
-
-def _stream_row(rows: list[RowPlan]) -> int | None:
-    """The row the independence tests read: the most spread law (largest ``1 - sum p_i**2``, the chance
-    that two independent draws differ), first on ties; ``None`` when every law is one token."""
-    spread = [1.0 - float(np.sum(r.probs**2)) if r.support >= 2 else -1.0 for r in rows]
-    best = int(np.argmax(spread))
-    return best if spread[best] > 0 else None
-
-
-def _row_pairs(rows: list[RowPlan]) -> tuple[tuple[int, int], ...]:
-    if len(rows) == 1:
-        return ((0, 0),) if rows[0].support >= 2 else ()
-    pairs = [(b, b + 1) for b in range(len(rows) - 1) if rows[b].support >= 2 and rows[b + 1].support >= 2]
-    return tuple(pairs[:MAX_ROW_PAIRS])
 
 
 def _gof_draws(r: RowPlan, tv: float, a: float, power: float) -> tuple[int, str | None]:
@@ -269,11 +376,11 @@ def columns_for_tv(rows: list[RowPlan], tv: float, alpha: float, power: float,
             if note:
                 notes.append(note)
     stream = 2 * DEFAULT_MAX_LAG + 2
-    s = _stream_row(rows)
+    s = stream_row([r.probs for r in rows])
     if s is not None:
         p = rows[s].probs
         needs = [(p, p, False), (p, None, True)]
-        needs += [(rows[b0].probs, rows[b1].probs, False) for b0, b1 in _row_pairs(rows)]
+        needs += [(rows[b0].probs, rows[b1].probs, False) for b0, b1 in row_pairs([r.probs for r in rows])]
         for px, py, serial in needs:
             try:
                 stream = max(stream, required_lag_scan_samples(tv, px, py, serial=serial, alpha=a, power=power))
@@ -323,8 +430,8 @@ def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, powe
         else:
             skipped[prefix + "ties"] = _no_ties(r, n)
         tests.append(prefix + "range")
-    stream = _stream_row(rows)
-    pairs = _row_pairs(rows)
+    stream = stream_row([r.probs for r in rows])
+    pairs = row_pairs([r.probs for r in rows])
     if stream is None:
         for name in ("samples", "rows", "seeds", "calls"):
             skipped[name] = "every row's law is a single token: draws of one token are independent"
@@ -369,3 +476,23 @@ def _no_ties(r: RowPlan, n: int) -> str:
         return "no two kept tokens have equal logits"
     mass = float(r.probs[r.tie].sum())
     return f"the largest tied group holds {mass:.3g} of the mass: {n} draws expect {n * mass:.3g} in it, too few"
+
+
+def plan_check(request: CheckRequest, rows: list[RowPlan], cost: tuple[float, float], elapsed: float) -> Plan:
+    """The check's :class:`Plan`: sizes for ``request.tv`` (:func:`columns_for_tv`), or for what is left of
+    ``request.budget_s`` after ``elapsed`` seconds, less :data:`TEST_RESERVE` of it, at the pilot's affine
+    ``cost`` (:func:`columns_for_budget`); then the tests that run at those sizes (:func:`build_plan`)."""
+    seeded = request.call.seeded
+    if request.budget_s is not None:
+        left = (request.budget_s - elapsed) * (1 - TEST_RESERVE)
+        columns, calls = columns_for_budget(left, cost, len(rows), seeded), 2
+        how = (f"sizes fit budget_s = {request.budget_s:g} s after a pilot (cost per call {cost[0]:.3g} s + "
+               f"{cost[1]:.3g} s per draw of a row)")  # fmt: skip
+        stream = columns
+    else:
+        columns, calls, stream, notes = columns_for_tv(rows, request.tv, request.alpha, request.power, seeded)
+        how = (f"sizes planned for total variation tv = {request.tv:g} (each test's own law-aware planner at level "
+               f"alpha/{max_tests(len(rows), seeded)})")  # fmt: skip
+        how += "".join(f"; {note}" for note in notes)
+    plan = build_plan(rows, columns, calls, request.alpha, request.power, seeded)
+    return dataclasses.replace(plan, stream=stream, how=how)

@@ -11,12 +11,13 @@ probability below :data:`REACH_FLOOR` does not set the draws.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..stats.gof import gof_detectable_tv, required_gof_samples
 from ..stats.independence import DEFAULT_MAX_LAG, required_lag_scan_samples
-from .check import MAX_CALL_DRAWS
+from .check import MAX_CALL_DRAWS, TEST_RESERVE, CheckRequest, columns_for_budget
 
 #: Draft positions reached with at least this probability set the planned draws (rarer ones are tested
 #: at the draws the others need, where those suffice).
@@ -82,3 +83,46 @@ def test_names(law, outcome_law: np.ndarray, n: int, columns: int, a: float, pow
         skipped["seeds"] = "the sampler takes no seed"
     names.append("calls")
     return names, skipped
+
+
+@dataclass(frozen=True)
+class SpeculativePlan:
+    """The calls and the tests of a speculative check, fixed before the draws that are tested.
+
+    ``calls`` draws calls of ``columns`` draft sequences a row (``n = calls * columns``); the calls and rows calls
+    draw ``stream`` sequences; ``tests`` are the member names in family order, ``skipped`` the tests not run and
+    why, ``how`` one line on how the sizes were chosen.
+    """
+
+    columns: int
+    calls: int
+    stream: int
+    tests: tuple[str, ...]
+    skipped: dict[str, str]
+    how: str
+
+    @property
+    def n(self) -> int:
+        """Draft sequences per row that the distribution tests read."""
+        return self.calls * self.columns
+
+
+def plan_speculative(request: CheckRequest, law, cost: tuple[float, float], elapsed: float) -> SpeculativePlan:
+    """The plan of a speculative check of exact law ``law`` (:func:`flashsampling.targets.speculative_chain_law`):
+    sizes for ``request.tv``, or for what is left of ``request.budget_s`` after ``elapsed`` seconds at the pilot's
+    ``cost``; then the tests that run at those sizes."""
+    call, alpha, power = request.call, request.alpha, request.power
+    b, k, v = request.aim.draft_probs.shape
+    outcome_law = law.outcome.reshape(b, k, 2 * v)
+    if request.budget_s is not None:
+        left = (request.budget_s - elapsed) * (1 - TEST_RESERVE)
+        columns = min(MAX_CALL_DRAWS // b, columns_for_budget(left, cost, b, call.seeded))
+        calls, stream = 2, columns
+        how = f"sizes fit budget_s = {request.budget_s:g} s after a pilot"
+    else:
+        columns, calls, stream = sizes_for_tv(law, outcome_law, request.tv, alpha, power, call.seeded)
+        how = f"sizes planned for total variation tv = {request.tv:g} (each test's own law-aware planner)"
+    n = calls * columns
+    a_max = alpha / max_tests(b, k, call.seeded)
+    names, skipped = test_names(law, outcome_law, n, columns, a_max, power, call.seeded)
+    return SpeculativePlan(columns, calls, stream, tuple(names), skipped, how)

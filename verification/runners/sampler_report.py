@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..markdown import detects, table
+from ..planning.check import CheckRequest
+from ..stats.family import Family
 from ..stats.results import StatResult, UnpacksLikeScipy, fmt
 
-__all__ = ["CheckedTest", "Property", "SamplerReport"]
+__all__ = ["CheckedTest", "Property", "SamplerReport", "sampler_report"]
 
 
 def _finite(x: float) -> float | None:
@@ -253,3 +256,38 @@ def _row(t: CheckedTest) -> list[str]:
         t.detects,
         "pass" if t.passed else "**FAIL**",
     ]
+
+
+def sampler_report(request: CheckRequest, family: Family, names: Sequence[str], title: Callable[[str], str], *,
+                   properties: list[Property], skipped: dict[str, str], shape: tuple[int, ...], n: int, stream: int,
+                   calls: int, seconds: float, how: str) -> SamplerReport:  # fmt: skip
+    """The report of a check: its family's members ``names``, in that order, each titled by ``title``."""
+    members = {m.name: m for m in family.members()}
+    tests = []
+    for name in names:
+        m = members[name]
+        r = m.result
+        tests.append(CheckedTest(name, title(name), float(r.statistic), float(r.pvalue), m.adjusted_pvalue,
+                                 int(r.n), float(r.alpha), float(r.min_detectable), r.deviation, m.passed,
+                                 r))  # fmt: skip
+    t_out = [float(t) for t in request.temperatures]
+    return SamplerReport(
+        passed=family.passed,
+        tests=tests,
+        properties=properties,
+        skipped=skipped,
+        sampler=request.call.name,
+        target=repr(request.aim),
+        shape=shape,
+        temperature=t_out[0] if len(set(t_out)) == 1 else t_out,
+        alpha=request.alpha,
+        power=request.power,
+        tv=request.tv,
+        budget_s=request.budget_s,
+        n=n,
+        stream=stream,
+        calls=calls,
+        seed=request.seed,
+        seconds=seconds,
+        plan=how,
+    )

@@ -41,21 +41,12 @@ import numpy as np
 import torch
 
 from flashsampling.targets import draw_draft_tokens, speculative_chain_law
-from flashsampling.targets._inputs import to_numpy
 
 from ..battery.aims import SpeculativeTarget
 from ..battery.protocol import SamplerCall, read_tokens
-from ..planning.check import (
-    CALLS_SEED_OFFSET,
-    COST_DRAWS,
-    COST_SEED_OFFSET,
-    MAX_CALL_DRAWS,
-    PILOT_DRAWS,
-    PILOT_SEED_OFFSET,
-    ROWS_SEED_OFFSET,
-    columns_for_budget,
-)
-from ..planning.speculative import max_tests, sizes_for_tv, test_names
+from ..planning.check import COST_DRAWS, PILOT_DRAWS, CheckRequest, test_title
+from ..planning.speculative import plan_speculative
+from ..planning.streams import CALLS_SEED_OFFSET, COST_SEED_OFFSET, PILOT_SEED_OFFSET, ROWS_SEED_OFFSET
 from ..planning.suite import TEST_TITLES
 from ..stats.categories import category_test
 from ..stats.counts import Counts
@@ -64,7 +55,7 @@ from ..stats.gof import g_test, pearson_chisquare
 from ..stats.independence import lag_scan_test
 from ..stats.results import StatResult
 from ..stats.support import SupportResult
-from .report import CheckedTest, Property, SamplerReport
+from .sampler_report import Property, SamplerReport, sampler_report
 
 __all__ = ["check_speculative"]
 
@@ -128,33 +119,18 @@ def _empty(test: str, deviation: str, alpha: float, power: float) -> StatResult:
     return StatResult(test, 0.0, 1.0, 0, alpha, power, math.inf, deviation)
 
 
-def check_speculative(call: SamplerCall, logits, goal: SpeculativeTarget, *, temperature, alpha: float,
-                      power: float, tv: float | None, budget_s: float | None, seed: int,
-                      started: float) -> SamplerReport:  # fmt: skip
+def check_speculative(request: CheckRequest, *, started: float) -> SamplerReport:
     """:func:`verification.check_sampler` for a :class:`~verification.battery.aims.SpeculativeTarget` (see the
-    module docstring); the arguments are checked by the caller, but for ``logits`` and ``temperature``."""
-    from .run import _temperatures
-
-    z = to_numpy(logits, "logits")
+    module docstring), from its checked ``request``; ``started`` is the ``time.perf_counter()`` of the call."""
+    call, goal, p, seed, power = request.call, request.aim, request.probs, request.seed, request.power
     b, k, v = goal.draft_probs.shape
-    temps = _temperatures(temperature, b)
-    p = goal.probs(z, temps)  # checks the shape (B, K + 1, V)
     law = speculative_chain_law(p, goal.draft_probs)
     session = _Session(call, goal, p)
-    props, cost = _pilot(session, seed, budget_s is not None)
+    props, cost = _pilot(session, seed, request.budget_s is not None)
     outcome_law = law.outcome.reshape(b, k, 2 * v)
-    if budget_s is not None:
-        left = (budget_s - (time.perf_counter() - started)) * 0.8
-        columns = min(MAX_CALL_DRAWS // b, columns_for_budget(left, cost, b, call.seeded))
-        calls, stream = 2, columns
-        how = f"sizes fit budget_s = {budget_s:g} s after a pilot"
-    else:
-        columns, calls, stream = sizes_for_tv(law, outcome_law, tv, alpha, power, call.seeded)
-        how = f"sizes planned for total variation tv = {tv:g} (each test's own law-aware planner)"
-    n = calls * columns
-    a_max = alpha / max_tests(b, k, call.seeded)
-    names, skipped = test_names(law, outcome_law, n, columns, a_max, power, call.seeded)
-    family = Family(alpha=alpha, size=len(names), name=call.name)
+    plan = plan_speculative(request, law, cost, time.perf_counter() - started)
+    names, columns, calls, stream, n = plan.tests, plan.columns, plan.calls, plan.stream, plan.n
+    family = Family(alpha=request.alpha, size=len(names), name=call.name)
     a = family.test_alpha
     emitted = np.zeros((b, k + 1), dtype=np.int64)
     hist = np.zeros((b, k + 1, 2 * v), dtype=np.int64)
@@ -211,21 +187,9 @@ def check_speculative(call: SamplerCall, logits, goal: SpeculativeTarget, *, tem
         else:
             y = second
         family.add("calls", lag_scan_test(x0, y, num_categories=2 * v, alpha=a, power=power))
-    members = {m.name: m for m in family.members()}
-    tests = []
-    for name in names:
-        m = members[name]
-        r_ = m.result
-        tests.append(CheckedTest(name, _title(name), float(r_.statistic), float(r_.pvalue), m.adjusted_pvalue,
-                                 int(r_.n), float(r_.alpha), float(r_.min_detectable), r_.deviation, m.passed,
-                                 r_))  # fmt: skip
-    t_out = [float(t) for t in temps]
-    return SamplerReport(
-        passed=family.passed, tests=tests, properties=props, skipped=skipped, sampler=call.name, target=repr(goal),
-        shape=(b, k + 1, v), temperature=t_out[0] if len(set(t_out)) == 1 else t_out, alpha=alpha, power=power,
-        tv=tv, budget_s=budget_s, n=n, stream=stream, calls=session.calls, seed=seed,
-        seconds=time.perf_counter() - started, plan=how,
-    )  # fmt: skip
+    return sampler_report(request, family, names, _title, properties=props, skipped=plan.skipped,
+                          shape=(b, k + 1, v), n=n, stream=stream, calls=session.calls,
+                          seconds=time.perf_counter() - started, how=plan.how)  # fmt: skip
 
 
 def _title(name: str) -> str:
@@ -239,8 +203,6 @@ def _title(name: str) -> str:
         return "number of tokens emitted (Pearson)"
     if words[0] == "range":
         return "range and protocol"
-    from ..planning.check import test_title
-
     return test_title(name)
 
 
