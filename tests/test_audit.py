@@ -191,7 +191,7 @@ def test_docs_tables_are_rendered_from_the_committed_rows():
     """docs/audit.md quotes the CPU run's rows (docs/audit-cpu.json) through the markdown writer."""
     from pathlib import Path
 
-    from verification.markdown import audit_tables
+    from verification.outputs.markdown import audit_tables
 
     docs = Path(__file__).resolve().parents[1] / "docs"
     rows = json.loads((docs / "audit-cpu.json").read_text())

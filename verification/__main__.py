@@ -7,7 +7,7 @@ other first argument runs the main job below.
 Runs every variant present (fused kernel, its NumPy twin, grouped/online/TP, the float64 reference as
 a control) on every case of the battery (``verification.battery.cases``) through the suite, all tests in one
 Holm family at the family-wise ``--alpha`` (:mod:`verification.runners.engine`); writes the report folder
-``--out`` (``report.md``, ``report.json``, plots: :mod:`verification.report`) and exits with status 1
+``--out`` (``report.md``, ``report.json``, plots: :mod:`verification.runners.battery_report`) and exits with status 1
 when any test fails (or, with ``--mutants``, a mutant escapes).
 
 Every argument is checked before the first draw: unknown ``--variants``/``--cases`` names, a
@@ -30,14 +30,15 @@ from pathlib import Path
 
 import flashsampling
 
-from . import report
 from .audit import format_audit, run_audit
 from .battery.cases import battery
 from .battery.variants import registry
-from .engine import run_battery
 from .mutants import format_table as format_mutants
 from .mutants import run_mutants
+from .outputs import plots, report
 from .planning.runs import plan_runs
+from .runners.battery_report import format_table, write_report
+from .runners.engine import run_battery
 
 #: Seconds reserved, within a budget, for what follows the report (printing, the interpreter's exit).
 EXIT_SECONDS = 0.5
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             reserve = EXIT_SECONDS
             if not args.no_plots:
                 big = max(cases, key=lambda c: c.num_categories)
-                reserve += (len(cases) + 1) * report.plot_seconds(big, len(variants))
+                reserve += (len(cases) + 1) * plots.plot_seconds(big, len(variants))
             elapsed = time.perf_counter() - t_start
             battery_s = share - elapsed - reserve
             head["timing"] = {"report_reserve_s": reserve}
@@ -200,9 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.mutants:
             mutant_rows = run_mutants(alpha=args.alpha, budget_s=share, seed=args.seed)
             print(format_mutants(mutant_rows))
-        print(report.format_table(result))
+        print(format_table(result))
         head["seconds"] = time.perf_counter() - t_start
-        doc = report.write_report(out, result, head, cases, mutants=mutant_rows, audit=audit_rows,
+        doc = write_report(out, result, head, cases, mutants=mutant_rows, audit=audit_rows,
                                   plots=not args.no_plots)  # fmt: skip
     except KeyboardInterrupt:
         report.interrupted(out, head, "KeyboardInterrupt")

@@ -15,7 +15,7 @@ Replicates are simulated at the level of counts (``rng.multinomial``), which has
 ``n`` iid categorical draws, and passed to the public test functions as :class:`Counts`.  Every check
 is a hypothesis test of its own at level ``CHECK_LEVEL``; with fixed seeds the outcome is
 deterministic.  ``python -m verification.calibration --out docs/calibration.md`` writes the report
-(rendered by :func:`verification.markdown.calibration_page`).
+(rendered by :func:`verification.outputs.markdown.calibration_page`).
 
 The page's last section calibrates :func:`verification.check_sampler` as a whole (:func:`check_sampler_null`):
 ``--check-runs`` null runs of the entire battery (every test of two rows, the lag scans, under one Holm
@@ -41,7 +41,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from .battery import planted
-from .markdown import calibration_page
+from .outputs.markdown import calibration_page
 from .stats._validate import check_int
 from .stats.binning import pool_small_bins
 from .stats.categories import category_test, min_detectable_category_shift

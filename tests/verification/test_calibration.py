@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from verification import calibration
-from verification.markdown import calibration_page
+from verification.outputs.markdown import calibration_page
 from verification.planning.budget import budget
 
 SPECS = calibration.specs()

@@ -13,10 +13,10 @@ import pytest
 from flashsampling.reference import sample_inverse_cdf
 from verification.battery.cases import Case
 from verification.battery.variants import Variant
-from verification.engine import FIRST_BATCH, run_battery
 from verification.planning.budget import budget
 from verification.planning.runs import fixed_draws, plan_runs
 from verification.planning.suite import suite_names
+from verification.runners.engine import FIRST_BATCH, run_battery
 
 ALPHA = 1e-3
 SEED = budget("verification.engine.exact").seed

@@ -16,8 +16,8 @@ import verification.__main__ as job
 from flashsampling.reference import sample_inverse_cdf
 from verification.__main__ import main
 from verification.battery.variants import Variant
-from verification.engine import FIRST_BATCH
 from verification.planning.budget import budget
+from verification.runners.engine import FIRST_BATCH
 
 B = budget("verification.main.exact")
 GOOD = ["--variants", "reference-inverse-cdf", "--cases", "tiny-V3", "--no-progress", "--no-plots",

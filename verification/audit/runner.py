@@ -34,7 +34,7 @@ from ..battery.libraries.samplers import SOFTMAX_SAMPLERS, AuditSampler, _torch_
 from ..battery.libraries.speculative import SPECULATIVE_SAMPLERS
 from ..battery.libraries.truncation import TARGET_SAMPLERS
 from ..battery.libraries.vllm_rejection import PLACEHOLDER_TOKEN_ID
-from ..markdown import audit_tables
+from ..outputs.markdown import audit_tables
 from ..planning.suite import suite_names
 from ..runners.suite import run_suite
 from ..stats.binomial import detectable_shifts

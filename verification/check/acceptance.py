@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..battery import examples
-from ..markdown import table
+from ..outputs.markdown import table
 from ..planning.check import DEFAULT_TV
 from ..runners.check import check_sampler
 

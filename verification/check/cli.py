@@ -1,7 +1,7 @@
 """``flashsampling-verify check pkg.module:function ...`` (also ``python -m verification check ...``).
 
 Runs :func:`verification.check_sampler` on an importable callable and writes the report folder with the
-main job's writer (:mod:`verification.report`): ``report.md`` (the verdict, every test with what it detects
+main job's writer (:mod:`verification.outputs.report`): ``report.md`` (the verdict, every test with what it detects
 at its ``n``, the tests not run, the properties, a plot per row), ``report.json`` (the same numbers with the
 command, the arguments, the versions and the timestamps) and ``plots/``; written whole or not at all.
 Exits 0 when the sampler passes, 1 when it fails, 2 for a bad argument, which every argument is checked for
@@ -30,10 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import report as folder
 from ..__main__ import _checked
 from ..battery import aims as target_module
 from ..battery.cases import battery
+from ..outputs import report as folder
+from ..outputs.plots import case_figure, pyplot
 from ..planning.check import LawCase
 from ..planning.streams import MAX_SEED
 from ..runners.check import check_sampler
@@ -148,13 +149,11 @@ def _logits(ap: argparse.ArgumentParser, args) -> tuple[np.ndarray, float]:
 
 def _plot(stage: Path, result, rows: list[tuple[int, Any]]) -> None:
     """Per row, the main job's case figure (head frequencies, tail mass) of the draws against the target."""
-    from ..report import _case_figure, _pyplot
-
-    plt = _pyplot()
+    plt = pyplot()
     (stage / "plots").mkdir()
     for b, gof in rows:
         case = LawCase(f"row {b}", np.zeros(gof.probs.size), 1.0, f"row {b}", law=gof.probs)
-        _case_figure(plt, case, [(result.sampler, gof.counts.histogram, gof.counts.n)], stage / f"plots/row-{b}.png")
+        case_figure(plt, case, [(result.sampler, gof.counts.histogram, gof.counts.n)], stage / f"plots/row-{b}.png")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from ..battery.cases import Case
 from ..battery.mutants.catalogue import CONTROLS, MUTANTS, Mutant, mutant, mutant_cases
 from ..battery.mutants.laws import exact
 from ..battery.mutants.samplers import Sampler
-from ..markdown import mutants_page
+from ..outputs.markdown import mutants_page
 from ..planning.budget import Budget
 from ..planning.detection import Detection, plan_detection
 from ..planning.suite import TEST_TITLES

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..markdown import detects, table
+from ..outputs.markdown import check_page, detects
 from ..planning.check import CheckRequest
 from ..stats.family import Family
 from ..stats.results import StatResult, UnpacksLikeScipy, fmt
@@ -193,39 +193,7 @@ class SamplerReport:
     def to_markdown(self, *, title: str | None = None, plots: dict[int, str] | None = None) -> str:
         """The report as markdown: the verdict, the failed tests, every test with what it detects at its
         ``n``, the tests not run and why, the properties; ``plots`` maps a row to an image path shown inline."""
-        failed = self.failures()
-        verdict = "PASSED" if self.passed else "FAILED"
-        head = ["test", "n", "statistic", "p-value", "Holm p", f"detects (power {self.power:g})", "verdict"]
-        out = [
-            f"# {title or 'check_sampler'}: {verdict}",
-            "",
-            f"**{len(self.tests) - len(failed)} of {len(self.tests)} tests pass** under Holm's step-down "
-            f"correction at family-wise alpha = {self.alpha:g}: an exact sampler fails any of them with "
-            f"probability at most {self.alpha:g}. Each test ran at level alpha/m = {self.level:.3g}, where its "
-            f"detectable deviation is stated (power {self.power:g}).",
-            "",
-            f"- sampler: `{self.sampler}`",
-            f"- target: `{self.target}`; logits {list(self.shape)}; temperature {self.temperature}",
-            f"- {self.plan}",
-            f"- {self.n:,} draws per row for the distribution tests, {self.stream:,} per stream for the lag "
-            f"scans; {self.calls} calls; {self.seconds:.1f} s; seed {self.seed}",
-        ]
-        if failed:
-            out += ["", "## Failed tests", ""]
-            out += table(head, [_row(t) for t in failed], "lrrrrll")
-        out += ["", "## Tests", ""]
-        out += table(head, [_row(t) for t in self.tests], "lrrrrll")
-        if self.skipped:
-            out += ["", "## Not run", ""]
-            out += table(["test", "why"], [[f"`{k}`", v] for k, v in self.skipped.items()])
-        out += ["", "## Properties", "", "Reported, not tested: a sampler may lack them and still be exact.", ""]
-        out += table(
-            ["property", "holds", "detail"],
-            [[p.name, "-" if p.holds is None else ("yes" if p.holds else "no"), p.detail] for p in self.properties],
-        )
-        for row, path in (plots or {}).items():
-            out += ["", f"## Row {row}", "", f"![row {row}]({path})"]
-        return "\n".join(out) + "\n"
+        return check_page(self.as_dict(), title=title, plots=plots)
 
     def __repr__(self) -> str:
         failed = self.failures()
@@ -244,18 +212,6 @@ class SamplerReport:
         for p in self.properties:
             lines.append(f"  prop  {p.name}: {'-' if p.holds is None else p.holds} ({p.detail})")
         return "\n".join(lines)
-
-
-def _row(t: CheckedTest) -> list[str]:
-    return [
-        f"`{t.name}` {t.title}",
-        f"{t.n:,}",
-        "inf" if not math.isfinite(t.statistic) else f"{t.statistic:.4g}",
-        f"{t.pvalue:.3g}",
-        f"{t.adjusted_pvalue:.3g}",
-        t.detects,
-        "pass" if t.passed else "**FAIL**",
-    ]
 
 
 def sampler_report(request: CheckRequest, family: Family, names: Sequence[str], title: Callable[[str], str], *,

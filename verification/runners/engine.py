@@ -12,7 +12,7 @@ Data flow
              --count_samples--> Counts (+ the perturbed maxima)
              --run_suite(counts, case, maxima, family=family, prefix="variant/case:")-->
              m members, each run at level alpha / m and stating its detectable deviation there
-    --> BatteryResult(family, runs) --> verification.report (report.md, report.json, plots)
+    --> BatteryResult(family, runs) --> verification.runners.battery_report (report.md, report.json, plots)
 
 One Holm over every test of the battery: an exact set of samplers fails any test with probability at
 most ``alpha``, whatever the dependence between the tests (Holm 1979).  Because ``m`` is known before
@@ -43,21 +43,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from .battery.cases import Case
-from .battery.variants import Variant
-from .planning.runs import BatteryPlan, Run, fixed_draws, plan_battery
-from .planning.suite import TEST_TITLES
-from .runners.suite import run_suite
-from .stats._validate import check_positive_real
-from .stats.counts import Counts, count_samples
-from .stats.family import Family, FamilyMember
+from ..battery.cases import Case
+from ..battery.variants import Variant
+from ..planning.runs import BatteryPlan, Run, fixed_draws, plan_battery
+from ..stats._validate import check_positive_real
+from ..stats.counts import Counts, count_samples
+from ..stats.family import Family
+from .battery_report import BatteryResult, RunResult
+from .suite import run_suite
 
-__all__ = ["BatteryResult", "RunResult", "run_battery", "run_plan"]
+__all__ = ["run_battery", "run_plan"]
 
 #: Draws of the first (pilot) batch of a budgeted run: the interpreted kernels run 64 rows per call,
 #: and a call costs 0.03-0.9 s on 2 CPU cores whether it draws 16 or 64 (measured on the battery's
@@ -78,80 +76,6 @@ MAXIMA_SEED_OFFSET = 500
 #: control next, which reaches ``MAX_DRAWS`` first on a long budget; the twins last, which can use any
 #: time left.
 _LAYER_ORDER = {"kernel": 0, "control": 1, "twin": 2}
-
-
-@dataclass
-class RunResult:
-    """What one run drew: ``n`` draws counted in ``counts`` (and ``maxima`` perturbed maxima) in
-    ``batches`` calls, ``seconds`` to draw and test; ``skipped`` holds the reason a variant refused the
-    case at draw time (its declared tests then count as passed with p = 1 in Holm's procedure)."""
-
-    run: Run
-    n: int = 0
-    maxima: int = 0
-    batches: int = 0
-    seconds: float = 0.0
-    counts: Counts | None = field(default=None, repr=False)
-    skipped: str | None = None
-
-
-@dataclass
-class BatteryResult:
-    """The battery's outcome: one family over every test, and what each run drew."""
-
-    family: Family
-    runs: list[RunResult]
-    power: float
-    budget_s: float | None
-    seconds: float
-
-    @property
-    def passed(self) -> bool:
-        """No test rejected by Holm at the family-wise alpha."""
-        return self.family.passed
-
-    def members(self, run: Run) -> list[tuple[str, FamilyMember]]:
-        """``(test name, member)`` of ``run``'s tests, in suite order (none for a skipped run)."""
-        by_name = {m.name: m for m in self.family.members()}
-        key = run.name + ":"
-        return [(t, by_name[key + t]) for t in run.tests if key + t in by_name]
-
-    def tests(self) -> list[dict[str, Any]]:
-        """One JSON-ready row per test: variant, layer, case, test, title, n, statistic, p-value, Holm-adjusted
-        p-value, verdict, the level it ran at, and the deviation it detects with ``power`` at its n."""
-        rows = []
-        by_name = {m.name: m for m in self.family.members()}
-        for rr in self.runs:
-            run = rr.run
-            for t in run.tests:
-                m = by_name.get(f"{run.name}:{t}")
-                if m is None:
-                    continue
-                r = m.result
-                rows.append(
-                    {
-                        "variant": run.variant.name,
-                        "layer": run.variant.layer,
-                        "case": run.case.name,
-                        "test": t,
-                        "title": TEST_TITLES[t],
-                        "n": int(r.n),
-                        "statistic": _finite(r.statistic),
-                        "pvalue": float(r.pvalue),
-                        "adjusted_pvalue": m.adjusted_pvalue,
-                        "passed": m.passed,
-                        "alpha": float(r.alpha),
-                        "min_detectable": _finite(r.min_detectable),
-                        "deviation": r.deviation,
-                    }
-                )
-        return rows
-
-
-def _finite(x: float) -> float | None:
-    """``x`` as a float, ``None`` when not finite (JSON has no infinity)."""
-    x = float(x)
-    return x if np.isfinite(x) else None
 
 
 def _batch(run: Run, n: int, b: int) -> tuple[Counts, np.ndarray | None]:

@@ -1,6 +1,7 @@
 """Every markdown page the suite writes, from JSON-ready data.
 
 * :func:`report_page` - the main job's ``report.md`` (from the same document as ``report.json``);
+* :func:`check_page` - ``check``'s ``report.md`` (``SamplerReport.to_markdown``, from ``SamplerReport.as_dict``);
 * :func:`mutants_page` - ``docs/mutants.md`` (``python -m verification.mutants --out docs/mutants.md``);
 * :func:`calibration_page` - ``docs/calibration.md`` (``python -m verification.calibration --out ...``);
 * :func:`audit_tables` - the audit's tables (``python -m verification.audit --markdown ...``).
@@ -15,7 +16,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["audit_tables", "calibration_page", "detects", "mutants_page", "report_page", "table"]
+__all__ = ["audit_tables", "calibration_page", "check_page", "detects", "mutants_page", "report_page", "table"]
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None) -> list[str]:
@@ -70,7 +71,7 @@ _TEST_HEADER = ["test", "n", "statistic", "p-value", "Holm p", "detects (power {
 
 
 def report_page(doc: dict[str, Any]) -> str:
-    """``report.md`` of the main job from its ``report.json`` document (see :mod:`verification.report`).
+    """``report.md`` of the main job from its ``report.json`` document (see :mod:`verification.runners.battery_report`).
 
     Verdict first; then the failed tests; one section per case with its plot and the table of every
     test of every variant on it (statistic, p-value, Holm-adjusted p-value, n, and the deviation the test
@@ -176,6 +177,64 @@ def _mutant_verdict(m: dict[str, Any]) -> str:
     if m["ok"]:
         return "ok"
     return "**CONTROL FAILED**" if m["control"] else "**ESCAPED**"
+
+
+# --------------------------------------------------------------------------------------------
+# check's report.md (SamplerReport.as_dict())
+# --------------------------------------------------------------------------------------------
+
+
+def _check_row(t: dict[str, Any]) -> list[str]:
+    return [
+        f"`{t['name']}` {t['title']}",
+        f"{t['n']:,}",
+        "inf" if t["statistic"] is None else f"{t['statistic']:.4g}",
+        f"{t['pvalue']:.3g}",
+        f"{t['adjusted_pvalue']:.3g}",
+        detects(t["min_detectable"], t["deviation"]),
+        "pass" if t["passed"] else "**FAIL**",
+    ]
+
+
+def check_page(doc: dict[str, Any], *, title: str | None = None, plots: dict[int, str] | None = None) -> str:
+    """``report.md`` of a check from ``SamplerReport.as_dict()``: the verdict, the failed tests, every test with
+    what it detects at its ``n``, the tests not run and why, the properties; ``plots`` maps a row to an image
+    path shown inline."""
+    tests = doc["tests"]
+    failed = [t for t in tests if not t["passed"]]
+    verdict = "PASSED" if doc["passed"] else "FAILED"
+    head = ["test", "n", "statistic", "p-value", "Holm p", f"detects (power {doc['power']:g})", "verdict"]
+    out = [
+        f"# {title or 'check_sampler'}: {verdict}",
+        "",
+        f"**{len(tests) - len(failed)} of {len(tests)} tests pass** under Holm's step-down "
+        f"correction at family-wise alpha = {doc['alpha']:g}: an exact sampler fails any of them with "
+        f"probability at most {doc['alpha']:g}. Each test ran at level alpha/m = {doc['level']:.3g}, where its "
+        f"detectable deviation is stated (power {doc['power']:g}).",
+        "",
+        f"- sampler: `{doc['sampler']}`",
+        f"- target: `{doc['target']}`; logits {list(doc['shape'])}; temperature {doc['temperature']}",
+        f"- {doc['plan']}",
+        f"- {doc['n']:,} draws per row for the distribution tests, {doc['stream']:,} per stream for the lag "
+        f"scans; {doc['calls']} calls; {doc['seconds']:.1f} s; seed {doc['seed']}",
+    ]
+    if failed:
+        out += ["", "## Failed tests", ""]
+        out += table(head, [_check_row(t) for t in failed], "lrrrrll")
+    out += ["", "## Tests", ""]
+    out += table(head, [_check_row(t) for t in tests], "lrrrrll")
+    if doc["skipped"]:
+        out += ["", "## Not run", ""]
+        out += table(["test", "why"], [[f"`{k}`", v] for k, v in doc["skipped"].items()])
+    out += ["", "## Properties", "", "Reported, not tested: a sampler may lack them and still be exact.", ""]
+    out += table(
+        ["property", "holds", "detail"],
+        [[p["name"], "-" if p["holds"] is None else ("yes" if p["holds"] else "no"), p["detail"]]
+         for p in doc["properties"]],
+    )  # fmt: skip
+    for row, path in (plots or {}).items():
+        out += ["", f"## Row {row}", "", f"![row {row}]({path})"]
+    return "\n".join(out) + "\n"
 
 
 # --------------------------------------------------------------------------------------------
