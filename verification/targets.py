@@ -4,9 +4,9 @@ Renamed so that it cannot be confused with :mod:`flashsampling.targets`, the flo
 """
 
 import sys
-import warnings
 
+from ._deprecated import moved
 from .battery import aims
 
-warnings.warn("verification.targets is deprecated: import verification.battery.aims", DeprecationWarning, stacklevel=2)
+moved(__name__, aims.__name__)
 sys.modules[__name__] = aims

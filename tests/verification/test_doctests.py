@@ -9,7 +9,7 @@ import pytest
 
 MODULES = [
     "verification",
-    "verification.assertions",
+    "verification.runners.assertions",
     "verification.stats.counts",
     "verification.stats.family",
     "verification.stats.power",

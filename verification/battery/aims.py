@@ -30,6 +30,7 @@ chain(top_k(k=2, ties='all'), top_p(p=0.9, ties='all', crossing='keep', strict=T
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +55,7 @@ from flashsampling.targets.truncation import parse_order
 
 __all__ = [
     "SpeculativeTarget",
+    "parse_target",
     "Target",
     "chain",
     "min_p",
@@ -346,3 +348,41 @@ def speculative(draft_probs, *, target: Target | None = None) -> SpeculativeTarg
     q = q.copy()
     q.setflags(write=False)
     return SpeculativeTarget(q, t)
+
+
+#: The constructors :func:`parse_target` reads (a speculative target needs draft probabilities: no spelling).
+_TARGETS = ("softmax", "top_k", "top_p", "min_p", "chain")
+
+
+def _literal(node: ast.AST, text: str):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise ValueError(f"{text!r}: arguments must be literals (numbers, strings, tuples)") from None
+
+
+def _build(node: ast.AST, text: str):
+    if isinstance(node, ast.Name) and node.id == "softmax":
+        return softmax()
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _TARGETS):
+        raise ValueError(f"{text!r} is not a target: write softmax(), top_k(k), top_p(p), min_p(p) or chain(...)")
+    name = node.func.id
+    args = [_build(a, text) if name == "chain" else _literal(a, text) for a in node.args]
+    kwargs = {k.arg: _literal(k.value, text) for k in node.keywords if k.arg is not None}
+    if len(kwargs) != len(node.keywords):
+        raise ValueError(f"{text!r}: ** arguments are not accepted")
+    return _CONSTRUCTORS[name](*args, **kwargs)
+
+
+def parse_target(text: str) -> Target:
+    """A :class:`Target` from its Python spelling, literal arguments only (the command line's ``--target``):
+    ``softmax()``, ``top_k(50)``, ``top_p(0.9, crossing='drop')``, ``min_p(0.05)``, ``chain(top_k(50), top_p(0.9),
+    order='vllm')``; ``"softmax"`` alone is accepted.  ``ValueError`` or ``TypeError`` with the reason otherwise."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        raise ValueError(f"{text!r} does not parse as a Python expression") from None
+    return _build(tree.body, text)
+
+
+_CONSTRUCTORS = {"softmax": softmax, "top_k": top_k, "top_p": top_p, "min_p": min_p, "chain": chain}

@@ -17,7 +17,7 @@ from ..battery.variants import Variant
 from ..stats._validate import check_alpha, check_int, check_power
 from .suite import suite_names
 
-__all__ = ["MIN_DRAWS", "RUN_SEED_STRIDE", "BatteryPlan", "Run", "fixed_draws", "plan_battery", "plan_runs"]
+__all__ = ["MIN_DRAWS", "RUN_SEED_STRIDE", "BatteryPlan", "NoRuns", "Run", "fixed_draws", "plan_battery", "plan_runs"]
 
 #: Fewest draws of a run without a budget (below it the chi-square pools most of a V = 1000 case).
 MIN_DRAWS = 2_000
@@ -60,6 +60,10 @@ def fixed_draws(variant: Variant, case: Case) -> int:
     return max(MIN_DRAWS, min(variant.cpu_max_n, variant.cpu_elements // case.num_categories))
 
 
+class NoRuns(ValueError):
+    """No variant applies to any of the cases: the main job would have nothing to run."""
+
+
 @dataclass(frozen=True)
 class BatteryPlan:
     """The main job before its first draw: its runs and the family-wise error rates of their one Holm family.
@@ -93,12 +97,12 @@ def plan_battery(variants: Sequence[Variant], cases: Sequence[Case], *, alpha: f
     Raises
     ------
     ValueError, TypeError
-        An argument out of range, or no variant that applies to any of the cases.
+        An argument out of range; :class:`NoRuns` (a ``ValueError``) when no variant applies to any of the cases.
     """
     alpha = check_alpha(alpha)
     power = check_power(power, alpha)
     seed = check_int(seed, "seed", minimum=0)
     runs = plan_runs(variants, cases, seed=seed)
     if not runs:
-        raise ValueError("no (variant, case) pair to run: no variant applies to any of the cases")
+        raise NoRuns("no (variant, case) pair to run: no variant applies to any of the cases")
     return BatteryPlan(tuple(runs), alpha, power, seed)

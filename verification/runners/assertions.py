@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .stats._validate import check_alpha, check_power, check_probs
-from .stats.categories import category_test
-from .stats.counts import as_counts
-from .stats.gof import goodness_of_fit
-from .stats.results import GofResult, fmt
-from .stats.tails import TAIL_GAPS, far_tail, tail_mass_test
+from ..stats._validate import check_alpha, check_power, check_probs
+from ..stats.categories import category_test
+from ..stats.counts import as_counts
+from ..stats.gof import goodness_of_fit
+from ..stats.results import GofResult, fmt
+from ..stats.tails import TAIL_GAPS, far_tail, tail_mass_test
 
 __all__ = ["assert_samples_match"]
 

@@ -6,7 +6,7 @@ where no closed form exists) into the draws each suite test needs
 :func:`check_mutant` draws that many and runs the suite (:func:`verification.runners.suite.run_suite`) on them;
 :func:`run_mutants` is the main job's ``--mutants`` section (every mutant flagged, every control passed);
 :func:`generate_docs` confirms each planned ``n`` on fresh seeds and renders ``docs/mutants.md``
-(``python -m verification.mutants --out docs/mutants.md``).
+(``python -m verification.runners.mutants --out docs/mutants.md``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ..outputs.markdown import mutants_page
 from ..planning.budget import Budget
 from ..planning.detection import Detection, plan_detection
 from ..planning.suite import TEST_TITLES
-from ..runners.suite import run_suite
+from .suite import run_suite
 
 #: The exact sampler that shadows mutant ``m`` in the tests uses seed ``m.seed + EXACT_SEED_OFFSET``.
 EXACT_SEED_OFFSET = 1000
@@ -262,7 +262,8 @@ def generate_docs(*, alpha: float = 1e-3, power: float = 0.99, reps: int = 10) -
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m verification.mutants", description="Run the mutant catalogue, or regenerate docs/mutants.md."
+        prog="python -m verification.runners.mutants",
+        description="Run the mutant catalogue, or regenerate docs/mutants.md.",
     )
     ap.add_argument("--out", default=None, help="write the markdown table here (default: print the run table)")
     ap.add_argument("--alpha", type=float, default=1e-3)

@@ -36,11 +36,11 @@ from ..battery.libraries.truncation import TARGET_SAMPLERS
 from ..battery.libraries.vllm_rejection import PLACEHOLDER_TOKEN_ID
 from ..outputs.markdown import audit_tables
 from ..planning.suite import suite_names
-from ..runners.suite import run_suite
 from ..stats.binomial import detectable_shifts
 from ..stats.family import Family
 from ..stats.gof import goodness_of_fit
 from ..stats.tails import TailResult
+from .suite import run_suite
 
 __all__ = ["DEFAULT_BUDGET_S", "MAX_DRAWS", "MIN_DRAWS", "SAMPLERS", "format_audit", "main", "run_audit"]
 
@@ -265,7 +265,7 @@ def format_audit(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m verification.audit", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m verification.runners.audit", description=__doc__.split("\n\n")[0])
     ap.add_argument("--alpha", type=float, default=1e-3)
     ap.add_argument("--budget", type=float, default=None, help=f"seconds in all (default {DEFAULT_BUDGET_S:g})")
     ap.add_argument("--seed", type=int, default=20261129)

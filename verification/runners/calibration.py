@@ -14,7 +14,7 @@ For every test family this module simulates
 Replicates are simulated at the level of counts (``rng.multinomial``), which has exactly the law of
 ``n`` iid categorical draws, and passed to the public test functions as :class:`Counts`.  Every check
 is a hypothesis test of its own at level ``CHECK_LEVEL``; with fixed seeds the outcome is
-deterministic.  ``python -m verification.calibration --out docs/calibration.md`` writes the report
+deterministic.  ``python -m verification.runners.calibration --out docs/calibration.md`` writes the report
 (rendered by :func:`verification.outputs.markdown.calibration_page`).
 
 The page's last section calibrates :func:`verification.check_sampler` as a whole (:func:`check_sampler_null`):
@@ -40,26 +40,27 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize, stats
 
-from .battery import planted
-from .outputs.markdown import calibration_page
-from .stats._validate import check_int
-from .stats.binning import pool_small_bins
-from .stats.categories import category_test, min_detectable_category_shift
-from .stats.cdf import dkwm_cdf_test, min_detectable_cdf_distance
-from .stats.counts import Counts
-from .stats.exact import exact_multinomial, min_detectable_exact_tv
-from .stats.gof import g_test, min_detectable_tv, pearson_chisquare
-from .stats.gumbel import gumbel_max_test, gumbel_shift_distance
-from .stats.homogeneity import homogeneity_test, min_detectable_homogeneity_tv
-from .stats.independence import (
+from ..battery import examples, planted
+from ..outputs.markdown import calibration_page
+from ..stats._validate import check_int
+from ..stats.binning import pool_small_bins
+from ..stats.categories import category_test, min_detectable_category_shift
+from ..stats.cdf import dkwm_cdf_test, min_detectable_cdf_distance
+from ..stats.counts import Counts
+from ..stats.exact import exact_multinomial, min_detectable_exact_tv
+from ..stats.gof import g_test, min_detectable_tv, pearson_chisquare
+from ..stats.gumbel import gumbel_max_test, gumbel_shift_distance
+from ..stats.homogeneity import homogeneity_test, min_detectable_homogeneity_tv
+from ..stats.independence import (
     independence_test,
     lag_scan_test,
     min_detectable_independence_tv,
     min_detectable_lag_scan_tv,
 )
-from .stats.power import ks_min_detectable
-from .stats.tails import min_detectable_tail_deficit, tail_mass_test
-from .stats.ties import min_detectable_tie_shift, tie_bias_test
+from ..stats.power import ks_min_detectable
+from ..stats.tails import min_detectable_tail_deficit, tail_mass_test
+from ..stats.ties import min_detectable_tie_shift, tie_bias_test
+from .check import check_sampler
 
 #: Level of each calibration check (KS uniformity, false-alarm rate, power): a correct test fails a
 #: check with probability at most this (per check, before fixing the seed).
@@ -647,9 +648,6 @@ def check_sampler_case() -> np.ndarray:
 
 def check_sampler_run(seed: int):
     """One null run: :func:`verification.battery.examples.inverse_cdf` (exact) through ``check_sampler``."""
-    from .battery import examples
-    from .check import check_sampler
-
     return check_sampler(examples.inverse_cdf, check_sampler_case(), alpha=CHECK_ALPHA, tv=CHECK_TV, seed=seed)
 
 
@@ -734,7 +732,7 @@ def check_sampler_section(row: CheckRow, command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m verification.calibration", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m verification.runners.calibration", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="write the markdown report here")
     ap.add_argument("--null", type=int, default=2000, help="null replicates per test (default 2000)")
     ap.add_argument("--power", type=int, default=1000, help="replicates per planted bias (default 1000)")
@@ -745,7 +743,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="null runs of the whole check_sampler battery (default 1000; 0: no such section)")  # fmt: skip
     args = ap.parse_args(argv)
     report = run(args.null, args.power, tuple(args.alphas), args.seed, args.only, extra=args.check_runs > 0)
-    command = "python -m verification.calibration" + (f" --out {args.out}" if args.out else "")
+    command = "python -m verification.runners.calibration" + (f" --out {args.out}" if args.out else "")
     text = calibration_page(report, command, check_level=CHECK_LEVEL, target_power=TARGET_POWER)
     check = None
     if args.check_runs > 0:

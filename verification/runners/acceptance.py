@@ -1,6 +1,6 @@
 """The acceptance of :func:`verification.check_sampler`, measured: exact samplers pass, defective ones fail.
 
-``python -m verification.check.acceptance --out docs/verify-your-sampler.md`` runs every entry of
+``python -m verification.runners.acceptance --out docs/verify-your-sampler.md`` runs every entry of
 :data:`RUNS` on the CPU (each at its planned ``n``: the default ``tv``, or the ``tv`` or ``budget_s`` its entry
 gives) and writes the table between the page's ``acceptance`` markers; ``tests/verification/test_check_docs.py``
 checks the recorded table.  Samplers: :mod:`verification.battery.examples`.
@@ -20,11 +20,11 @@ import numpy as np
 from ..battery import examples
 from ..outputs.markdown import table
 from ..planning.check import DEFAULT_TV
-from ..runners.check import check_sampler
+from .check import check_sampler
 
 __all__ = ["RUNS", "Run", "acceptance_cases", "main", "run_all"]
 
-BEGIN = "<!-- acceptance:begin (python -m verification.check.acceptance --out docs/verify-your-sampler.md) -->"
+BEGIN = "<!-- acceptance:begin (python -m verification.runners.acceptance --out docs/verify-your-sampler.md) -->"
 END = "<!-- acceptance:end -->"
 
 
@@ -173,7 +173,7 @@ def render(rows: list[dict[str, Any]], first) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m verification.check.acceptance", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m verification.runners.acceptance", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="a markdown page with the acceptance markers to update")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """How fast the statistics are: count and test 10^8 draws over V = 262144 categories.
 
-``python -m verification.speed`` draws ``--samples`` category indices from a Zipf-like distribution
+``python -m verification.runners.speed`` draws ``--samples`` category indices from a Zipf-like distribution
 (``p_i ~ (i + 1)**-1.1``; drawing is not timed), then times
 
 1. counting them into a histogram (:func:`verification.count_samples`, one ``np.bincount``), and
@@ -17,11 +17,11 @@ import time
 
 import numpy as np
 
-from .stats.categories import category_test
-from .stats.cdf import dkwm_cdf_test
-from .stats.counts import count_samples
-from .stats.gof import g_test, pearson_chisquare
-from .stats.tails import tail_mass_test
+from ..stats.categories import category_test
+from ..stats.cdf import dkwm_cdf_test
+from ..stats.counts import count_samples
+from ..stats.gof import g_test, pearson_chisquare
+from ..stats.tails import tail_mass_test
 
 #: Draws generated per step (bounds the float64 uniforms of the generator to 80 MB).
 _DRAW_CHUNK = 10_000_000
@@ -81,7 +81,7 @@ def measure(num_samples: int = 10**8, num_categories: int = 262144, seed: int = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m verification.speed", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m verification.runners.speed", description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=10**8)
     ap.add_argument("--categories", type=int, default=262144)
     ap.add_argument("--seed", type=int, default=0)
