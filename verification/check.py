@@ -5,12 +5,14 @@
 from ._deprecated import forward
 from .battery import examples, protocol
 from .planning import check as plan
+from .planning import request
 from .runners import acceptance, sampler_report, speculative
 from .runners import check as run
 
 __getattr__ = forward(
     __name__,
     sampler_report,
+    request,
     plan,
     run,
     protocol=protocol,

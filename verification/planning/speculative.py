@@ -17,7 +17,8 @@ import numpy as np
 
 from ..stats.gof import gof_detectable_tv, required_gof_samples
 from ..stats.independence import DEFAULT_MAX_LAG, required_lag_scan_samples
-from .check import MAX_CALL_DRAWS, TEST_RESERVE, CheckRequest, columns_for_budget
+from .check import MAX_CALL_DRAWS, TEST_RESERVE, columns_for_budget
+from .request import CheckRequest
 
 #: Draft positions reached with at least this probability set the planned draws (rarer ones are tested
 #: at the draws the others need, where those suffice).

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..battery import examples
 from ..outputs.markdown import table
-from ..planning.check import DEFAULT_TV
+from ..planning.request import DEFAULT_TV
 from .check import check_sampler
 
 __all__ = ["RUNS", "Run", "acceptance_cases", "main", "run_all"]

@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-from ..planning.check import DEFAULT_TV, Plan, RowPlan, check_request, plan_check, row_plans, test_title
+from ..planning.check import Plan, RowPlan, plan_check, row_plans, test_title
+from ..planning.request import DEFAULT_TV, check_request
 from ..planning.streams import MAX_SEED
 from ..stats.counts import Counts
 from ..stats.family import Family

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from ..battery.protocol import SamplerCall
-from ..planning.check import COST_DRAWS, PILOT_DRAWS, CheckRequest, Plan
+from ..planning.check import COST_DRAWS, PILOT_DRAWS, Plan
+from ..planning.request import CheckRequest
 from ..planning.streams import CALLS_SEED_OFFSET, COST_SEED_OFFSET, PILOT_SEED_OFFSET, ROWS_SEED_OFFSET
 from ..stats.counts import Counts, count_samples
 from .sampler_report import Property

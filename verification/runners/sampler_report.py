@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..outputs.markdown import check_page, detects
-from ..planning.check import CheckRequest
+from ..planning.request import CheckRequest
 from ..stats.family import Family
 from ..stats.results import StatResult, UnpacksLikeScipy, fmt
 

@@ -44,7 +44,8 @@ from flashsampling.targets import draw_draft_tokens, speculative_chain_law
 
 from ..battery.aims import SpeculativeTarget
 from ..battery.protocol import SamplerCall, read_tokens
-from ..planning.check import COST_DRAWS, PILOT_DRAWS, CheckRequest, test_title
+from ..planning.check import COST_DRAWS, PILOT_DRAWS, test_title
+from ..planning.request import CheckRequest
 from ..planning.speculative import plan_speculative
 from ..planning.streams import CALLS_SEED_OFFSET, COST_SEED_OFFSET, PILOT_SEED_OFFSET, ROWS_SEED_OFFSET
 from ..planning.suite import TEST_TITLES
