@@ -13,23 +13,18 @@ import warnings
 from types import ModuleType
 
 
-def forward(old: str, *homes: ModuleType, **renamed: ModuleType):
+def forward(old: str, *homes: ModuleType):
     """A module ``__getattr__`` for the deprecated module ``old``: a name is looked up in ``homes`` (the one that
-    defines it first, else the first that has it), a former submodule in ``renamed``; either way with a
-    ``DeprecationWarning`` that says where it lives now."""
+    defines it first, else the first that has it), with a ``DeprecationWarning`` that says where it lives now."""
 
     def __getattr__(name: str):
-        if name in renamed:
-            value, where = renamed[name], renamed[name].__name__
-        else:
-            found = [h for h in homes if not name.startswith("__") and hasattr(h, name)]
-            if not found:
-                raise AttributeError(f"module {old!r} has no attribute {name!r}")
-            # the module that defines it, where one of them does (the others import it)
-            home = next((h for h in found if getattr(getattr(h, name), "__module__", None) == h.__name__), found[0])
-            value, where = getattr(home, name), f"{home.__name__}.{name}"
-        warnings.warn(f"{old}.{name} is deprecated: use {where}", DeprecationWarning, stacklevel=2)
-        return value
+        found = [h for h in homes if not name.startswith("__") and hasattr(h, name)]
+        if not found:
+            raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        # the module that defines it, where one of them does (the others import it)
+        home = next((h for h in found if getattr(getattr(h, name), "__module__", None) == h.__name__), found[0])
+        warnings.warn(f"{old}.{name} is deprecated: use {home.__name__}.{name}", DeprecationWarning, stacklevel=2)
+        return getattr(home, name)
 
     return __getattr__
 

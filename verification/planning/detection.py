@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..battery.cases import Case
-from ..stats._validate import check_alpha, check_power
+from ..stats._validate import check_rates
 from ..stats.binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
 from ..stats.binomial import detectable_shifts
 from ..stats.categories import min_detectable_category_shift, required_category_samples
@@ -248,8 +248,7 @@ def plan_detection(case: Case, law, *, alpha: float = 1e-3, power: float = 0.99,
     safety margin on the miss rate); the binomial and DKWM plans are exact or conservative.  The
     pairs plan uses rank classes of the exact margins (the test uses observed ones).
     """
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     names = suite_names(case, paired=paired)
     a = alpha / len(names)
     p = case.probs

@@ -19,7 +19,7 @@ from flashsampling.targets._inputs import check_temperature, per_row, to_numpy
 
 from ..battery.aims import SpeculativeTarget, Target, softmax
 from ..battery.protocol import SamplerCall, prepare_logits
-from ..stats._validate import check_alpha, check_fraction, check_int, check_positive_real, check_power
+from ..stats._validate import check_fraction, check_int, check_positive_real, check_rates
 from .streams import MAX_SEED
 
 __all__ = ["DEFAULT_TV", "CheckRequest", "check_request", "per_row_parameters", "temperatures"]
@@ -115,8 +115,7 @@ def check_request(sampler, logits, *, target="softmax", temperature=1.0, alpha: 
     TypeError, ValueError
         An argument out of range, named in the message (``tv`` and ``budget_s`` together included).
     """
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     if tv is not None and budget_s is not None:
         raise ValueError("pass tv or budget_s, not both: tv plans the sizes for a deviation, budget_s for a time")
     if budget_s is not None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..battery.cases import Case
 from ..battery.variants import Variant
-from ..stats._validate import check_alpha, check_int, check_power
+from ..stats._validate import check_int, check_rates
 from .suite import suite_names
 
 __all__ = ["MIN_DRAWS", "RUN_SEED_STRIDE", "BatteryPlan", "NoRuns", "Run", "fixed_draws", "plan_battery", "plan_runs"]
@@ -99,8 +99,7 @@ def plan_battery(variants: Sequence[Variant], cases: Sequence[Case], *, alpha: f
     ValueError, TypeError
         An argument out of range; :class:`NoRuns` (a ``ValueError``) when no variant applies to any of the cases.
     """
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     seed = check_int(seed, "seed", minimum=0)
     runs = plan_runs(variants, cases, seed=seed)
     if not runs:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..stats._validate import check_alpha, check_power, check_probs
+from ..stats._validate import check_probs, check_rates
 from ..stats.categories import category_test
 from ..stats.counts import as_counts
 from ..stats.gof import goodness_of_fit
@@ -70,8 +70,7 @@ def assert_samples_match(samples, probs, *, alpha: float = 1e-6, power: float = 
     ...
     AssertionError: samples do not match probs (alpha=1e-06): ...
     """
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     p = check_probs(probs)
     counts = as_counts(samples, p.size)
     mask = None

@@ -97,6 +97,19 @@ def check_power(power, alpha: float, name: str = "power") -> float:
     return p
 
 
+def check_rates(alpha, power) -> tuple[float, float]:
+    """``(alpha, power)``: the two error rates every test states, checked in that order (:func:`check_alpha`,
+    then :func:`check_power` against that alpha)."""
+    a = check_alpha(alpha)
+    return a, check_power(power, a)
+
+
+def check_law(probs, alpha, power) -> tuple[np.ndarray, float, float]:
+    """``(probs, alpha, power)``: the law a test compares draws with (:func:`check_probs`, renormalized in float64)
+    and its two error rates (:func:`check_rates`), checked in that order."""
+    return (check_probs(probs), *check_rates(alpha, power))
+
+
 def check_int(value, name: str, *, minimum: int = 1) -> int:
     """An integer >= ``minimum`` (NumPy integers accepted, bools and floats refused)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

@@ -19,7 +19,7 @@ import math
 
 from scipy import stats
 
-from ._validate import check_alpha, check_int, check_positive_real, check_power, check_probs
+from ._validate import check_int, check_law, check_positive_real, check_rates
 from .binning import DEFAULT_MIN_EXPECTED, pool_small_bins
 from .counts import as_counts
 from .power import (
@@ -44,9 +44,7 @@ __all__ = [
 
 
 def _power_divergence_test(samples, probs, alpha, power, min_expected, lambda_: str, name: str) -> GofResult:
-    p = check_probs(probs)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    p, alpha, power = check_law(probs, alpha, power)
     min_expected = check_positive_real(min_expected, "min_expected")
     counts = as_counts(samples, p.size)
     n = counts.n
@@ -316,8 +314,7 @@ def required_samples(tv: float, num_categories: int, *, alpha: float = 1e-6, pow
     True
     """
     v = check_int(num_categories, "num_categories", minimum=2)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     lam = chi2_noncentrality(v - 1, alpha, power)
     n = planned_draws(lam / (4.0 * tv * tv), "tv", tv)
@@ -361,8 +358,7 @@ def min_detectable_tv(n: int, num_categories: int, *, alpha: float = 1e-6, power
     """
     n = check_int(n, "n")
     v = check_int(num_categories, "num_categories", minimum=2)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     return detectable(chi2_min_detectable_tv(n, v - 1, alpha, power), f"n={n}", "the chi-square test")
 
 
@@ -419,9 +415,7 @@ def min_detectable_gof_tv(n: int, probs, *, alpha: float = 1e-6, power: float = 
     (0.0326, 0.191)
     """
     n = check_int(n, "n")
-    p = check_probs(probs)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    p, alpha, power = check_law(probs, alpha, power)
     min_expected = check_positive_real(min_expected, "min_expected")
     return detectable(gof_detectable_tv(n, p, alpha, power, min_expected), f"n={n}", "the chi-square test")
 
@@ -463,9 +457,7 @@ def required_gof_samples(tv: float, probs, *, alpha: float = 1e-6, power: float 
     of freedom); the search returns an ``n`` at which the guarantee holds, the smallest one found by
     doubling and bisection (:func:`smallest_n`).
     """
-    p = check_probs(probs)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    p, alpha, power = check_law(probs, alpha, power)
     min_expected = check_positive_real(min_expected, "min_expected")
     tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     return smallest_n(lambda n: gof_detectable_tv(n, p, alpha, power, min_expected) <= tv, what=f"tv={tv!r}")

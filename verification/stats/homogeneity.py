@@ -25,7 +25,7 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats
 
-from ._validate import check_alpha, check_int, check_positive_real, check_power
+from ._validate import check_int, check_positive_real, check_rates
 from .binning import DEFAULT_MIN_EXPECTED, pool_small_bins
 from .counts import as_counts
 from .power import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
@@ -118,8 +118,7 @@ def homogeneity_test(
     True
     """
     v = check_int(num_categories, "num_categories")
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     min_expected = check_positive_real(min_expected, "min_expected")
     a = as_counts(samples_a, v, "samples_a")
     b = as_counts(samples_b, v, "samples_b")
@@ -173,8 +172,7 @@ def min_detectable_homogeneity_tv(
     n_a = check_int(n_a, "n_a")
     n_b = check_int(n_b, "n_b")
     v = check_int(num_categories, "num_categories", minimum=2)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     mdtv = chi2_min_detectable_tv(n_a * n_b / (n_a + n_b), v - 1, alpha, power)
     return detectable(mdtv, f"n_a={n_a}, n_b={n_b}", "the homogeneity test")
 
@@ -182,7 +180,6 @@ def min_detectable_homogeneity_tv(
 def required_homogeneity_samples(tv: float, num_categories: int, *, alpha: float = 1e-6, power: float = 0.99) -> int:
     """Draws *per sampler* (equal sizes) for :func:`homogeneity_test` to detect a TV of ``tv`` with ``power``."""
     v = check_int(num_categories, "num_categories", minimum=2)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     return smallest_n(lambda n: chi2_min_detectable_tv(n / 2.0, v - 1, alpha, power) <= tv, what=f"tv={tv!r}")

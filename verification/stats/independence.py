@@ -32,7 +32,7 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats
 
-from ._validate import check_alpha, check_int, check_positive_real, check_power, check_probs, check_samples
+from ._validate import check_alpha, check_int, check_positive_real, check_power, check_probs, check_rates, check_samples
 from .binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
 from .power import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
 from .results import StatResult
@@ -163,8 +163,7 @@ def independence_test(
     False
     """
     v = check_int(num_categories, "num_categories")
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     min_expected = check_positive_real(min_expected, "min_expected")
     xs = check_samples(x, "x").astype(np.int64, copy=False)
     ys = check_samples(y, "y").astype(np.int64, copy=False)
@@ -250,8 +249,7 @@ def min_detectable_independence_tv(
     n = check_int(n, "n")
     r = check_int(rows, "rows", minimum=2)
     c = check_int(columns, "columns", minimum=2)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     return detectable(chi2_min_detectable_tv(n, (r - 1) * (c - 1), alpha, power), f"n={n}", "the independence test")
 
 
@@ -261,8 +259,7 @@ def required_independence_samples(
     """Pairs for :func:`independence_test` to detect a TV ``tv`` from independence with ``power``."""
     r = check_int(rows, "rows", minimum=2)
     c = check_int(columns, "columns", minimum=2)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     dof = (r - 1) * (c - 1)
     return smallest_n(lambda n: chi2_min_detectable_tv(n, dof, alpha, power) <= tv, what=f"tv={tv!r}")
@@ -398,8 +395,7 @@ def lag_scan_test(
     True
     """
     v = check_int(num_categories, "num_categories")
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     serial = y is None
     k = check_int(max_lag, "max_lag", minimum=1 if serial else 0)
     xs = check_samples(x, "x").astype(np.int64, copy=False)

@@ -67,7 +67,7 @@ from functools import lru_cache
 
 from scipy import optimize, stats
 
-from ._validate import check_alpha, check_fraction, check_int, check_power
+from ._validate import check_alpha, check_fraction, check_int, check_rates
 
 #: Fraction of the target miss rate ``1 - power`` the chi-square planning aims at (see the module
 #: docstring: the noncentral chi-square law is first order; at the worst-case deviation the measured
@@ -166,8 +166,7 @@ def chi2_noncentrality(dof: int, alpha: float, power: float) -> float:
     Solves ``ncx2.sf(chi2.isf(alpha, dof), dof, lambda) = 1 - CHI2_MISS_SAFETY * (1 - power)``.
     """
     dof = check_int(dof, "dof")
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     target = 1.0 - CHI2_MISS_SAFETY * (1.0 - power)
     crit = stats.chi2.isf(alpha, dof)
     f = lambda lam: stats.ncx2.sf(crit, dof, lam) - target

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ._validate import check_alpha, check_fraction, check_int, check_power, check_probs
+from ._validate import check_fraction, check_int, check_law
 from .counts import as_counts
 from .power import check_deviation, detectable, planned_draws
 from .results import StatResult
@@ -80,9 +80,7 @@ def support_test(samples, probs, *, alpha: float = 1e-6, power: float = 0.99) ->
     >>> r.passed, r.out_of_range, r.outside_support, r.categories
     (False, 1, 1, (2,))
     """
-    p = check_probs(probs)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    p, alpha, power = check_law(probs, alpha, power)
     counts = as_counts(samples, p.size)
     zero = p == 0
     drawn = counts.histogram * zero
