@@ -108,6 +108,13 @@ def test_an_old_path_still_works_and_says_where_it_went(old, name, new):
     assert any(issubclass(w.category, DeprecationWarning) and new in str(w.message) for w in caught)
 
 
+def test_every_command_runs_as_python_m(modules):
+    """A module with a ``main`` is a command (``python -m verification.runners.mutants``...): it calls it."""
+    commands = [m for m in modules.values() if "\ndef main(" in m.path.read_text()]
+    assert {m.name for m in commands} >= {"verification.runners.mutants", "verification.runners.audit"}
+    assert [m.name for m in commands if 'if __name__ == "__main__":' not in m.path.read_text()] == []
+
+
 def test_python_m_of_an_old_path_still_runs():
     run = subprocess.run([sys.executable, "-m", "verification.calibration", "--help"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)  # fmt: skip

@@ -300,3 +300,7 @@ def check_speculative(x: np.ndarray, case: SpecCase, family: Family, prefix: str
     run_suite(x[:, 0], case.first, family=family, prefix=prefix)
     emitted = (x != PLACEHOLDER_TOKEN_ID).sum(axis=1) - 1  # 0 .. K: index into num_emitted
     family.add(prefix + "emitted", goodness_of_fit(emitted, case.law.num_emitted, alpha=family.test_alpha))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -277,3 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = run_mutants(alpha=args.alpha)
     print(format_table(rows))
     return 0 if all(r["ok"] for r in rows if not r.get("skipped")) else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

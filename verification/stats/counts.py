@@ -4,7 +4,7 @@ Every test in :mod:`verification.stats` reads draws through :func:`as_counts`, s
 either the raw samples (any integer array or tensor) or a :class:`Counts` built once, possibly in
 chunks (``count_samples(chunk_a, V) + count_samples(chunk_b, V)``), possibly on another device.
 Counting is one ``np.bincount`` (about 1 ns per draw on one core), so 10^8 draws over V = 262144
-categories cost well under a second; see :mod:`verification.speed`.
+categories cost well under a second; see :mod:`verification.runners.speed`.
 
 Draws outside ``[0, V)`` are not an input error: a sampler that returns ``-1`` or ``V`` is broken,
 and the tests must say so.  They are kept in ``Counts.out_of_range`` and every test treats them as
