@@ -121,7 +121,7 @@ def jax_categorical(temperature: float = 1.0) -> Callable:
 
 def speculative_rows(fn: Callable) -> Callable:
     """A speculative sampler written per request behind the speculative protocol
-    (:mod:`verification.check.speculative`): ``fn(draft_tokens [R, K], draft_probs [R, K, V],
+    (:mod:`verification.runners.speculative`): ``fn(draft_tokens [R, K], draft_probs [R, K, V],
     target_probs [R, K + 1, V], seed) -> [R, K + 1]`` with ``R = B N`` requests, request ``b N + j`` being
     draft sequence ``j`` of row ``b``.  The tables are repeated ``N`` times per row (``R (2K + 1) V`` floats
     of memory: keep ``N`` moderate through ``tv`` or ``budget_s``)."""

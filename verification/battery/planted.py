@@ -1,7 +1,7 @@
 """Planted deviations of an exactly known size: the alternatives at which power claims are checked.
 
 Each function returns a probability vector ``q`` at a stated distance from ``p``.  They are not
-models of real bugs (:mod:`verification.mutants` has those); they are the shapes a power claim must
+models of real bugs (:mod:`verification.battery.mutants` has those); they are the shapes a power claim must
 survive, including the worst case of the chi-square bound:
 
 * :func:`proportional` - ``q_i = p_i (1 + a)`` on one half of the mass, ``p_i (1 - b)`` on the other:

@@ -244,7 +244,7 @@ def check_page(doc: dict[str, Any], *, title: str | None = None, plots: dict[int
 
 def mutants_page(alpha: float, power: float, reps: int, seconds: float, rows: list[dict[str, Any]],
                  controls: list[dict[str, Any]], titles: Sequence[str]) -> str:  # fmt: skip
-    """``docs/mutants.md`` from the catalogue rows (``verification.mutants.catalogue_table`` with the
+    """``docs/mutants.md`` from the catalogue rows (``verification.runners.mutants.catalogue_table`` with the
     confirmation counts ``confirmed``, ``quarter``) and the control rows; ``titles`` orders the columns of
     the per-test table (those no mutant has are left out)."""
     lines = [
@@ -361,7 +361,7 @@ def mutants_page(alpha: float, power: float, reps: int, seconds: float, rows: li
 
 
 def calibration_page(report, command: str, *, check_level: float, target_power: float) -> str:
-    """``docs/calibration.md`` from a :class:`verification.calibration.Report`; ``check_level`` is the level of
+    """``docs/calibration.md`` from a :class:`verification.runners.calibration.Report`; ``check_level`` is the level of
     each calibration check, ``target_power`` the power every claim is checked against."""
     f = lambda x: f"{x:.3g}"
     out = [
@@ -455,7 +455,7 @@ def calibration_page(report, command: str, *, check_level: float, target_power: 
 
 
 def audit_tables(rows: list[dict[str, Any]]) -> list[str]:
-    """Markdown tables of ``verification.audit.run_audit`` rows: one summary line per sampler, then the
+    """Markdown tables of ``verification.runners.audit.run_audit`` rows: one summary line per sampler, then the
     draws per case (a case that failed is marked ``FAIL``)."""
     summary = []
     for r in rows:
