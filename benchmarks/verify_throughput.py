@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import flashsampling  # noqa: E402
 from flashsampling.reference import softmax  # noqa: E402
 from verification import goodness_of_fit, min_detectable_tv  # noqa: E402
-from verification.counts import Counts  # noqa: E402
+from verification.stats.counts import Counts  # noqa: E402
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ if __package__ in (None, ""):  # run as `python proofs/check_tile_inverse_cdf.py
 from flashsampling.reference import logsumexp  # noqa: E402
 from flashsampling.tile_cdf import pad_tiles  # noqa: E402
 from flashsampling.tile_cdf.weights import WEIGHT_BITS, exp2_poly_np, tile_weights_np  # noqa: E402
-from verification.planted import total_variation  # noqa: E402
+from verification.battery.planted import total_variation  # noqa: E402
 
 TILE = 256
 #: ``q_i <= 2**SCALE_BITS``, so a tile of 256 sums below ``2**63``: uint64 without overflow.

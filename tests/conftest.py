@@ -1,5 +1,5 @@
 """Shared fixtures.  Seeds and sample budgets of the statistical tests live in
-``verification/budget.py`` so that the family-wise false-alarm rate can be computed.
+``verification/planning/budget.py`` so that the family-wise false-alarm rate can be computed.
 
 GPU runs in parallel processes (``scripts/gpu_tests.sh``): the script sets ``FLASHSAMPLING_GPU_JOBS`` to the number
 of processes sharing the GPU.  Each process then caps its own allocations at its share of the GPU's memory

@@ -12,17 +12,18 @@ import json
 import numpy as np
 import pytest
 
-from verification import audit as A
-from verification.audit.runner import _audit_one, _shares
-from verification.audit.samplers import _torch_device
-from verification.suite import run_suite
+from verification.battery.libraries.cases import AUDIT_CASES, TARGET_CASES, audit_cases, spec_cases
+from verification.battery.libraries.samplers import AuditSampler, _torch_device
+from verification.runners import audit as A
+from verification.runners.audit import _audit_one, _shares
+from verification.runners.suite import run_suite
 
 N = 20_000
 
 
 def test_torch_multinomial_starves_the_far_tail():
     """The float32 running CDF of torch.multinomial (CPU) never draws tokens 20 nats below the top."""
-    case = A.audit_cases()["tail20-V262144"]
+    case = audit_cases()["tail20-V262144"]
     s = next(s for s in A.SAMPLERS if s.name == "torch.multinomial")
     x = s.draw(case, N, 4101)
     tail = case.tail_mask()
@@ -34,7 +35,7 @@ def test_torch_multinomial_starves_the_far_tail():
 
 
 def test_numpy_choice_passes_the_same_case():
-    case = A.audit_cases()["tail20-V262144"]
+    case = audit_cases()["tail20-V262144"]
     s = next(s for s in A.SAMPLERS if s.name == "numpy.choice")
     fam = run_suite(s.draw(case, N, 4102), case, alpha=1e-3)
     assert fam.passed, fam.table()
@@ -46,7 +47,7 @@ def test_run_audit_rows():
     by = {r["sampler"]: r for r in rows}
     r = by["numpy.choice"]
     assert r["available"] and r["passed"] and r["mechanism"] is None
-    assert [c["case"] for c in r["cases"]] == list(A.AUDIT_CASES)
+    assert [c["case"] for c in r["cases"]] == list(AUDIT_CASES)
     assert all(c["n"] >= A.MIN_DRAWS for c in r["cases"])
     assert 0 < r["smallest_tv"] < 1
     for name in ("flashinfer",):
@@ -69,9 +70,9 @@ def test_warmup_is_not_charged_to_the_budget():
             time.sleep(1.5)
         return numpy_choice.draw(case, n, seed)
 
-    slow = A.AuditSampler("slow-jit", "numpy, after a 1.5 s first call", slow_first_draw, lambda: None,
+    slow = AuditSampler("slow-jit", "numpy, after a 1.5 s first call", slow_first_draw, lambda: None,
                           lambda: "test", per_draw_vector=False)  # fmt: skip
-    cases = {k: v for k, v in A.audit_cases().items() if k == "normal-V1000"}
+    cases = {k: v for k, v in audit_cases().items() if k == "normal-V1000"}
     row = _audit_one(slow, cases, alpha=1e-3, budget=1.0, seed=3)
     assert row["warmup_seconds"] >= 1.5
     assert row["cases"][0]["n"] > A.MIN_DRAWS
@@ -95,8 +96,8 @@ def test_shares(costs, budget, expect):
 
 
 def test_cases_are_float32_logits_with_their_tests():
-    cases = A.audit_cases()
-    assert list(cases) == list(A.AUDIT_CASES) + list(A.TARGET_CASES)
+    cases = audit_cases()
+    assert list(cases) == list(AUDIT_CASES) + list(TARGET_CASES)
     for c in cases.values():
         finite = c.logits[np.isfinite(c.logits)]
         assert np.array_equal(finite.astype(np.float32).astype(np.float64), finite)
@@ -111,7 +112,7 @@ def test_cases_are_float32_logits_with_their_tests():
 def test_torch_categorical_is_multinomial_with_replacement():
     """torch.distributions.Categorical.sample is torch.multinomial(probs, n, True): on the CPU it inherits the
     float32 running CDF and never draws the 20-nat tail (a planted failure: 0 of ~11 expected)."""
-    case = A.audit_cases()["tail20-V262144"]
+    case = audit_cases()["tail20-V262144"]
     s = next(s for s in A.SAMPLERS if s.name == "torch.Categorical")
     x = s.draw(case, N, 4103)
     assert x.shape == (N,) and x.dtype == np.int64
@@ -126,10 +127,10 @@ def test_transformers_warpers_keep_the_target_support():
     pytest.importorskip("transformers", reason="transformers is the integrations/audit extra")
     import torch
 
-    from verification.audit.truncation import hf_processors
+    from verification.battery.libraries.truncation import hf_processors
 
     s = next(s for s in A.SAMPLERS if s.name == "transformers.warpers")
-    cases = A.audit_cases()
+    cases = audit_cases()
     for name in s.cases:
         case = cases[name]
         scores = hf_processors(case)(torch.zeros((1, 1), dtype=torch.long), torch.tensor(case.logits[None]).float())
@@ -147,7 +148,7 @@ def test_transformers_warpers_keep_the_target_support():
 def test_jax_truncation_draws_inside_the_target(name):
     pytest.importorskip("jax", reason="JAX on the CPU is the audit extra (pip install -e .[audit])")
     s = next(s for s in A.SAMPLERS if s.name == name)
-    case = A.audit_cases()[next(iter(s.cases))]
+    case = audit_cases()[next(iter(s.cases))]
     x = s.draw(case, 2000, 2)
     assert x.shape == (2000,) and x.dtype == np.int64
     assert (case.probs[x] > 0).all()
@@ -157,9 +158,9 @@ def test_jax_truncation_draws_inside_the_target(name):
 def test_vllm_transcription_equals_its_vectorized_twin():
     """The interpreted Triton kernels (the transcription) and the torch twin emit the same tokens from the
     same random numbers, request by request."""
-    from verification.audit.speculative import _vllm_draw
+    from verification.battery.libraries.speculative import _vllm_draw
 
-    case = A.spec_cases()["spec-K2-V1000"]
+    case = spec_cases()["spec-K2-V1000"]
     a = _vllm_draw(case, 24, 5, interpreted=True)
     b = _vllm_draw(case, 24, 5)
     assert a.shape == (24, 3) and np.array_equal(a, b)
@@ -169,15 +170,11 @@ def test_vllm_transcription_equals_its_vectorized_twin():
 def test_speculative_check_passes_vllm_and_fails_a_planted_defect():
     """vLLM's step passes (first token and count); the same step with the draft probabilities lost (zeros:
     every draft rejected, the first token still ~ p_1) fails the count test."""
-    from verification.audit.speculative import (
-        check_speculative,
-        rejection_sample_vectorized,
-        speculative_inputs,
-        speculative_tests,
-    )
-    from verification.family import Family
+    from verification.battery.libraries.speculative import rejection_sample_vectorized, speculative_inputs
+    from verification.runners.audit import check_speculative, speculative_tests
+    from verification.stats.family import Family
 
-    case = A.spec_cases()["spec-K2-V1000"]
+    case = spec_cases()["spec-K2-V1000"]
     s = next(s for s in A.SAMPLERS if s.name == "vllm.rejection_sample")
     x = s.draw(case, N, 4104)
     fam = Family(alpha=1e-3, size=speculative_tests(case), name="vllm")
@@ -195,7 +192,7 @@ def test_docs_tables_are_rendered_from_the_committed_rows():
     """docs/audit.md quotes the CPU run's rows (docs/audit-cpu.json) through the markdown writer."""
     from pathlib import Path
 
-    from verification.markdown import audit_tables
+    from verification.outputs.markdown import audit_tables
 
     docs = Path(__file__).resolve().parents[1] / "docs"
     rows = json.loads((docs / "audit-cpu.json").read_text())

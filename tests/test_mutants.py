@@ -18,19 +18,21 @@ import pytest
 
 from flashsampling.reference import softmax
 from verification import goodness_of_fit, tail_mass_test
-from verification import mutants as M
-from verification.detection import plan_detection
-from verification.mutants import samplers as S
-from verification.suite import TEST_TITLES, run_suite, suite_names
+from verification.battery.mutants import samplers as S
+from verification.battery.mutants.catalogue import CONTROLS, MUTANTS, catalogue, mutant, mutant_cases
+from verification.planning.detection import plan_detection
+from verification.planning.suite import TEST_TITLES, suite_names
+from verification.runners import mutants as M
+from verification.runners.suite import run_suite
 
 ALPHA = 1e-3
-NAMES = [m.name for m in M.MUTANTS]
+NAMES = [m.name for m in MUTANTS]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_mutant_is_caught_at_its_planned_n(name):
     """The suite flags the mutant at the stated n, and the stated catching test is among the failures."""
-    m = M.mutant(name)
+    m = mutant(name)
     d = M.plan(name, ALPHA)
     n = M.planned_n(name, ALPHA)
     row = M.check_mutant(m, n, m.seed, alpha=ALPHA)
@@ -44,7 +46,7 @@ def test_mutant_is_caught_at_its_planned_n(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_exact_sampler_passes_the_same_checks(name):
-    m = M.mutant(name)
+    m = mutant(name)
     case = m.the_case
     n = M.planned_n(name, ALPHA)
     x = M.exact_sampler(case)(case.logits, case.temperature, n, m.seed + M.EXACT_SEED_OFFSET)
@@ -55,7 +57,7 @@ def test_exact_sampler_passes_the_same_checks(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_sampler_matches_its_law(name):
     """The law the planning uses is the sampler's: goodness of fit (and tail mass) against the law itself."""
-    m = M.mutant(name)
+    m = mutant(name)
     case = m.the_case
     q = M.law_of(m)
     assert q.shape == (case.num_categories,) and abs(q.sum() - 1) < 1e-9 and (q >= 0).all()
@@ -73,16 +75,16 @@ def test_sampler_matches_its_law(name):
             assert t.passed, t
 
 
-@pytest.mark.parametrize("control", M.CONTROLS, ids=lambda c: c.name)
+@pytest.mark.parametrize("control", CONTROLS, ids=lambda c: c.name)
 def test_controls_pass_at_the_largest_n_of_their_case(control):
-    n = max(M.planned_n(m.name, ALPHA) for m in M.MUTANTS if m.case == control.case)
+    n = max(M.planned_n(m.name, ALPHA) for m in MUTANTS if m.case == control.case)
     row = M.check_mutant(control, n, control.seed, alpha=ALPHA)
     assert not row["flagged"], row
 
 
 def test_samplers_follow_the_signature():
     z = np.array([0.0, -1.0, -np.inf, 2.0, 2.0, 0.5], dtype=np.float64)
-    for m in M.catalogue(controls=True):
+    for m in catalogue(controls=True):
         if m.paired:
             z_m = np.zeros(6)
         else:
@@ -117,7 +119,7 @@ def test_round_bf16_keeps_8_significant_bits():
 
 
 def test_plan_sees_nothing_in_an_exact_law():
-    case = M.mutant_cases()["normal-V256"]
+    case = mutant_cases()["normal-V256"]
     d = plan_detection(case, case.probs, alpha=ALPHA)
     assert all(math.isinf(v) for v in d.n.values())
     assert d.m == len(suite_names(case))
@@ -147,7 +149,7 @@ def test_budgets_are_well_formed():
 
 def test_lookup_error():
     with pytest.raises(KeyError, match="no mutant named"):
-        M.mutant("nope")
+        mutant("nope")
 
 
 # --------------------------------------------------------------------------------------------
@@ -157,24 +159,24 @@ def test_lookup_error():
 
 def test_target_cases_put_a_token_on_each_threshold():
     """The ties and min-p cases hold tokens exactly at the cut, without which the conventions agree."""
-    from verification.mutants.catalogue import MIN_P, TIES_K
+    from verification.battery.mutants.catalogue import MIN_P, TIES_K
 
-    cases = M.mutant_cases()
+    cases = mutant_cases()
     z = cases["topk20-ties-V1000"].logits
     kth = np.sort(z)[::-1][TIES_K - 1]
     assert (z > kth).sum() < TIES_K < (z >= kth).sum()
     zm = cases["minp-boundary-V1000"].logits
     assert (np.exp(zm - zm.max()) == MIN_P).sum() == 8
     for name in ("top-k-ties-by-index", "min-p-strict"):
-        m = M.mutant(name)
+        m = mutant(name)
         assert not np.allclose(m.law(m.the_case), m.the_case.probs)
 
 
 def test_speculative_residuals():
     """The exact residual gives back p (the step is exact); each defective one sums to 1 and does not."""
-    from verification.mutants import speculative as SP
+    from verification.battery.mutants import speculative as SP
 
-    case = M.mutant_cases()["spec-tail17-V32768"]
+    case = mutant_cases()["spec-tail17-V32768"]
     p = softmax(case.logits)
     q = SP.draft_probs(case.logits)
     assert q.sum() == pytest.approx(1.0) and q[0] == 0.5 and (q[1:1025] > 0).all() and (q[1025:] == 0).all()

@@ -38,7 +38,7 @@ from flashsampling.tile_cdf import (
 from flashsampling.tile_cdf.kernel import launch_tile_cdf_stage1, mulhi_u128_u64
 from tests.stat_checks import assert_fits_with_tail, many_tail_logits
 from verification import goodness_of_fit
-from verification.planted import total_variation
+from verification.battery.planted import total_variation
 
 ALPHA = 1e-6
 STAT_CHECKS = 4  # the tail row (chi-square, binomial tail), the temperature row (chi-square) in two orders

@@ -33,7 +33,7 @@ from flashsampling.tile_cdf import (
 )
 from flashsampling.tile_cdf.fused import tile_cdf_epilogue
 from verification import goodness_of_fit
-from verification.planted import total_variation
+from verification.battery.planted import total_variation
 
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9 and not flashsampling.INTERPRET
 pytestmark = pytest.mark.skipif(not HOPPER, reason="the Gluon kernel runs compiled on an sm_90 GPU")

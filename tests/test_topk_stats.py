@@ -1,12 +1,12 @@
-"""The fused top-k sampler draws from ``top_k(k, ties="low_index")``: the suite (:func:`verification.suite.run_suite`)
-on the top-k cases (:mod:`verification.topk_cases`) for its twin and its interpreted kernels, and two planted defects
-failing at the n the planner gives for them.
+"""The fused top-k sampler draws from ``top_k(k, ties="low_index")``: the suite
+(:func:`verification.runners.suite.run_suite`) on the top-k cases (:mod:`verification.battery.cases`) for its twin
+and its interpreted kernels, and two planted defects failing at the n the planner gives for them.
 
 Guarantee.  Each run is one Holm family at ``ALPHA = 1e-3`` (pearson, G, two DKWM CDF tests, categories): an exact
 sampler fails a run with probability <= 1e-3, so this file's nine null runs fail a correct build with probability
 <= 9e-3 (budget ``topk.stats.exact``); each test states the total variation it detects with power 0.99 at its n
 (``min_detectable``, checked below to be below 0.05 for the twin at 200 000 draws).  The planted defects, sampled at
-:func:`verification.detection.plan_detection`'s n, each pass with probability <= 1 - 0.99 (budget
+:func:`verification.planning.detection.plan_detection`'s n, each pass with probability <= 1 - 0.99 (budget
 ``topk.stats.planted``):
 
 * ties kept by higher index on ``topk20-ties-V1000`` (TV 0.026; 5 tokens outside the target: caught as impossible
@@ -26,12 +26,12 @@ import numpy as np
 import pytest
 
 from flashsampling.twin import sample_topk_twin_many
-from verification.budget import budget
-from verification.detection import plan_detection
-from verification.suite import run_suite
-from verification.targets import top_k
-from verification.topk_cases import TIES_K, topk_cases
-from verification.variants import topk_variants
+from verification.battery.aims import top_k
+from verification.battery.cases import TIES_K, topk_cases
+from verification.battery.variants import topk_variants
+from verification.planning.budget import budget
+from verification.planning.detection import plan_detection
+from verification.runners.suite import run_suite
 
 ALPHA = 1e-3
 EXACT = budget("topk.stats.exact")

@@ -30,35 +30,40 @@ exact sampler fails, and ``power``, the probability that a sampler off by at lea
 result unpacks as ``statistic, pvalue = result``, like SciPy's.  ``Family`` applies Holm's correction
 under a declared family-wise alpha.
 
-Modules
--------
-* ``stats/`` - one module per test family, each with its planning twins;
-* ``planning``, ``binning`` - sample sizes and detectable deviations; the pooling rule;
-* ``counts``, ``results``, ``family`` - the histogram every test reads; result objects; Holm;
-* ``cases``, ``variants`` - the main job's logits cases and the samplers it verifies;
-* ``suite`` - the tests one sampler faces on one case (``run_suite``);
-* ``engine`` - every (variant, case) through the suite into one family (``run_battery``);
-* ``check/``, ``adapters`` - ``check_sampler``: a sampler written anywhere through the same suite;
-* ``report``, ``markdown`` - the report folder (report.md, report.json, plots); every markdown page;
-* ``__main__`` - the main job's command line (``python -m verification``);
-* ``detection`` - the draws at which the suite detects a sampler of known law;
-* ``mutants/`` - biased samplers modelled on real bugs, their laws, the catalogue and its runner;
-* ``audit`` - the suite run on samplers written elsewhere;
-* ``calibration``, ``planted`` - the suite measuring its own error rates, on planted deviations;
-* ``budget`` - seeds and sample sizes of the repository's statistical tests;
-* ``assertions``, ``pytest_plugin``, ``strategies``, ``speed`` - for users' tests; throughput.
+Layers
+------
+Five subpackages, each importing only from those below it (``docs/architecture.md`` draws them from the code,
+``scripts/architecture.py``; ``tests/verification/test_architecture.py`` holds the order):
+
+* ``runners/`` - draw, count, test, decide: the main job, ``check_sampler``, the mutants, the audit, the calibration;
+* ``outputs/`` - report.md, report.json and plots, every markdown page, rendered from data;
+* ``planning/`` - before the first draw: which tests a run faces, how many draws, at which level;
+* ``battery/`` - what is tested: the aims (``softmax()``, ``top_k(k)``, ...), cases, our variants, the mutants,
+  samplers from other libraries, the sampler protocol;
+* ``stats/`` - the statistics: each test with its stated error rates and its planning twins.
+
+Above them, the front door: this module (the API), ``__main__`` (the command line), ``adapters``, ``strategies``
+and ``pytest_plugin``.  ``verification.targets``, ``.check``, ``.mutants``, ``.audit``, ``.calibration`` and the
+old names of ``.planning`` still work, with a ``DeprecationWarning`` naming the new path.
 """
 
-from .assertions import assert_samples_match
-from .check import CheckedTest, SamplerReport, check_sampler
-from .counts import Counts, count_samples
-from .family import Family, holm
-from .planning import min_detectable_gof_tv, min_detectable_tv, required_gof_samples, required_samples
-from .results import Deviation, GofResult, StatResult
+from .runners.assertions import assert_samples_match
+from .runners.check import check_sampler
+from .runners.sampler_report import CheckedTest, SamplerReport
 from .stats.categories import CategoryResult, category_test
 from .stats.cdf import CdfResult, dkwm_cdf_test
+from .stats.counts import Counts, count_samples
 from .stats.exact import ExactResult, exact_multinomial
-from .stats.gof import g_test, goodness_of_fit, pearson_chisquare
+from .stats.family import Family, holm
+from .stats.gof import (
+    g_test,
+    goodness_of_fit,
+    min_detectable_gof_tv,
+    min_detectable_tv,
+    pearson_chisquare,
+    required_gof_samples,
+    required_samples,
+)
 from .stats.gumbel import GumbelResult, gumbel_max_test
 from .stats.homogeneity import HomogeneityResult, homogeneity_test
 from .stats.independence import (
@@ -68,6 +73,7 @@ from .stats.independence import (
     lag_scan_test,
     serial_independence_test,
 )
+from .stats.results import Deviation, GofResult, StatResult
 from .stats.support import SupportResult, support_test
 from .stats.tails import TailResult, tail_mask, tail_mass_test
 from .stats.ties import TieResult, tie_bias_test

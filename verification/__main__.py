@@ -1,25 +1,38 @@
-"""The main job: ``python -m verification`` (console script ``flashsampling-verify``); and ``check``.
+"""The command line: ``python -m verification`` (console script ``flashsampling-verify``) and its ``check``.
 
 ``flashsampling-verify check pkg.module:function [--logits file.npy | --case NAME] [--target ...]
-[--budget S] [--out DIR]`` checks one importable sampler instead (:mod:`verification.check.cli`); every
-other first argument runs the main job below.
+[--budget S] [--out DIR]`` checks one importable sampler instead (:func:`check_main`); every other first
+argument runs the main job below.
 
 Runs every variant present (fused kernel, its NumPy twin, grouped/online/TP, the float64 reference as
-a control) on every case of the battery (``verification.cases``) through the suite, all tests in one
-Holm family at the family-wise ``--alpha`` (:mod:`verification.engine`); writes the report folder
-``--out`` (``report.md``, ``report.json``, plots: :mod:`verification.report`) and exits with status 1
-when any test fails (or, with ``--mutants``, a mutant escapes).
+a control) on every case of the battery (``verification.battery.cases``) through the suite, all tests in one
+Holm family at the family-wise ``--alpha`` (:mod:`verification.runners.engine`); writes the report folder
+``--out`` (``report.md``, ``report.json``, plots: :mod:`verification.runners.battery_report`) and exits with
+status 1 when any test fails (or, with ``--mutants``, a mutant escapes).
 
 Every argument is checked before the first draw: unknown ``--variants``/``--cases`` names, a
 ``--budget`` that is not a finite number of seconds > 0, an ``--alpha`` outside (0, 1), a negative
 ``--seed`` and an ``--out`` that cannot be written all exit with status 2 and argparse's message.
 ``--budget S`` is the wall-clock time of the whole command, report included: the runs share what is
 left after the start-up and a reserve for the plots (the engine's module docstring says how).
+
+``check`` runs :func:`verification.check_sampler` on an importable callable and writes the same report folder
+(:mod:`verification.outputs.report`): ``report.md`` (the verdict, every test with what it detects at its ``n``,
+the tests not run, the properties, a plot per row), ``report.json`` (the same numbers with the command, the
+arguments, the versions and the timestamps) and ``plots/``; written whole or not at all.  It exits 0 when the
+sampler passes, 1 when it fails, 2 for a bad argument, which every argument is checked for before the sampler
+is first called: the callable must import (the current folder is on the import path, as for ``python -m``), the
+logits file must load as a float array ``[V]`` or ``[B, V]``, the case must exist, the target must parse
+(:func:`verification.battery.aims.parse_target`: ``softmax()``, ``top_k(50)``, ``top_p(0.9, crossing='drop')``,
+``min_p(0.05)``, ``chain(top_k(50), top_p(0.9), order='vllm')``; a speculative target needs draft
+probabilities: use the Python call), the numbers must be in range, and ``--out`` must be writable.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import math
 import os
 import shlex
@@ -27,22 +40,37 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
 
 import flashsampling
 
-from . import report
-from .audit import format_audit, run_audit
-from .cases import battery
-from .engine import plan_runs, run_battery
-from .mutants import format_table as format_mutants
-from .mutants import run_mutants
-from .variants import registry
+from .battery.aims import parse_target
+from .battery.cases import battery
+from .battery.variants import registry
+from .outputs import plots, report
+from .planning.check import LawCase
+from .planning.runs import NoRuns, plan_battery
+from .planning.streams import MAX_SEED
+from .runners.audit import format_audit, run_audit
+from .runners.battery_report import format_table, write_report
+from .runners.check import check_sampler
+from .runners.engine import run_plan
+from .runners.mutants import format_table as format_mutants
+from .runners.mutants import run_mutants
+
+__all__ = ["build_parser", "check_main", "check_parser", "load_sampler", "main"]
 
 #: Seconds reserved, within a budget, for what follows the report (printing, the interpreter's exit).
 EXIT_SECONDS = 0.5
 #: Below this fraction of its share left for the runs, a budget is reported as too small: the runs'
-#: pilot batches alone then take longer (see verification.engine: 14-28 s for the CPU battery).
+#: pilot batches alone then take longer (see verification.runners.engine: 14-28 s for the CPU battery).
 FLOOR_SHARE = 0.25
+#: Rows plotted in a check's report at most.
+MAX_PLOTS = 4
+
+R = TypeVar("R")
 
 
 def _process_start() -> float:
@@ -77,6 +105,10 @@ def _checked(convert: Callable[[str], float], ok: Callable[[float], bool], requi
 _budget = _checked(float, lambda v: math.isfinite(v) and v > 0, "a finite number of seconds > 0")
 _alpha = _checked(float, lambda v: 0.0 < v < 1.0, "a number in (0, 1)")
 _seed = _checked(int, lambda v: 0 <= v < 2**62, "an integer in [0, 2**62)")
+_positive = _checked(float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
+_tv = _checked(float, lambda v: 0.0 < v <= 1.0, "a number in (0, 1]")
+_check_seed = _checked(int, lambda v: 0 <= v <= MAX_SEED, f"an integer in [0, {MAX_SEED}]")
+_temperature = _checked(float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
 
 
 def _names(text: str) -> list[str]:
@@ -84,6 +116,39 @@ def _names(text: str) -> list[str]:
     if not all(names):
         raise argparse.ArgumentTypeError(f"must be comma-separated names, got {text!r}")
     return names
+
+
+def _open_report(ap: argparse.ArgumentParser, where: Path, head: dict[str, Any]) -> Path:
+    """The report folder ``where``, checked (:func:`verification.outputs.report.check_out`) and marked as a run in
+    progress; argparse's error (exit 2) when it cannot be written."""
+    try:
+        out = report.check_out(where)
+    except ValueError as e:
+        ap.error(f"argument {e}")
+    try:
+        report.begin(out, head)
+    except OSError as e:
+        ap.error(f"argument --out: cannot write {out} ({e})")
+    return out
+
+
+def _guarded(out: Path, head: dict[str, Any], body: Callable[[], R]) -> R | None:
+    """``body()``, which writes the report folder ``out``; ``None`` after a Ctrl-C, which, like a crash, leaves
+    the folder saying that the run did not finish (no verdict)."""
+    try:
+        return body()
+    except KeyboardInterrupt:
+        report.interrupted(out, head, "KeyboardInterrupt")
+        print(f"\ninterrupted; {out}/report.json says so", file=sys.stderr)
+        return None
+    except BaseException as e:
+        report.interrupted(out, head, f"{type(e).__name__}: {e}")
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# The main job
+# ---------------------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,10 +181,9 @@ def _select(ap: argparse.ArgumentParser, option: str, wanted: list[str] | None, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``flashsampling-verify [options]``: the main job; ``flashsampling-verify check ...``: :func:`check_main`."""
     args_in = sys.argv[1:] if argv is None else argv
     if args_in[:1] == ["check"]:
-        from .check.cli import main as check_main
-
         return check_main(args_in[1:])
     t_start = _process_start() if argv is None else time.perf_counter()
     ap = build_parser()
@@ -128,13 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     variants = _select(ap, "--variants", args.variants, registry(), registry())
     all_cases = battery(large=True)
     cases = _select(ap, "--cases", args.cases, all_cases, battery(large=not flashsampling.INTERPRET))
-    runs = plan_runs(variants, cases, seed=args.seed)
-    if not runs:
-        ap.error("arguments --variants/--cases: no chosen variant runs on any chosen case")
     try:
-        out = report.check_out(args.out)
-    except ValueError as e:
-        ap.error(f"argument {e}")
+        plan = plan_battery(variants, cases, alpha=args.alpha, seed=args.seed)
+    except NoRuns:
+        ap.error("arguments --variants/--cases: no chosen variant runs on any chosen case")
+    except ValueError as e:  # an --alpha at or above the power the tests state their deviations at
+        ap.error(f"argument --alpha: {e}")
     mode = "interpreter (CPU)" if flashsampling.INTERPRET else "compiled (GPU)"
     head = {
         "started": report.now(),
@@ -145,23 +208,21 @@ def main(argv: list[str] | None = None) -> int:
         "variants": [v.name for v in variants],
         "seed": args.seed,
     }
-    try:
-        report.begin(out, head)
-    except OSError as e:
-        ap.error(f"argument --out: cannot write {out} ({e})")
+    out = _open_report(ap, args.out, head)
 
     sections = 1 + args.audit + args.mutants
     share = None if args.budget is None else args.budget / sections
     budget_text = "" if share is None else f", budget {args.budget:g} s"
-    print(f"flashsampling verify: {len(variants)} variants x {len(cases)} cases, {len(runs)} runs, kernels {mode}, "
-          f"family-wise alpha {args.alpha:g} (Holm){budget_text}")  # fmt: skip
-    try:
+    print(f"flashsampling verify: {len(variants)} variants x {len(cases)} cases, {len(plan.runs)} runs, kernels "
+          f"{mode}, family-wise alpha {args.alpha:g} (Holm){budget_text}")  # fmt: skip
+
+    def job() -> tuple[dict[str, Any], list | None]:
         bar = None
         if not args.no_progress:
             try:
                 from tqdm import tqdm
 
-                bar = tqdm(total=len(runs), desc="verify", unit="run")
+                bar = tqdm(total=len(plan.runs), desc="verify", unit="run")
             except ImportError:  # pragma: no cover - tqdm is in the verify extra
                 bar = None
         battery_s = None
@@ -171,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             reserve = EXIT_SECONDS
             if not args.no_plots:
                 big = max(cases, key=lambda c: c.num_categories)
-                reserve += (len(cases) + 1) * report.plot_seconds(big, len(variants))
+                reserve += (len(cases) + 1) * plots.plot_seconds(big, len(variants))
             elapsed = time.perf_counter() - t_start
             battery_s = share - elapsed - reserve
             head["timing"] = {"report_reserve_s": reserve}
@@ -188,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
 
         head["timing"] = {**head.get("timing", {}), "before_battery_s": time.perf_counter() - t_start,
                           "battery_budget_s": battery_s}  # fmt: skip
-        result = run_battery(variants, cases, alpha=args.alpha, budget_s=battery_s, seed=args.seed, progress=progress)
+        result = run_plan(plan, budget_s=battery_s, progress=progress)
         head["timing"]["battery_s"] = result.seconds
         if bar is not None:
             bar.close()
@@ -199,17 +260,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.mutants:
             mutant_rows = run_mutants(alpha=args.alpha, budget_s=share, seed=args.seed)
             print(format_mutants(mutant_rows))
-        print(report.format_table(result))
+        print(format_table(result))
         head["seconds"] = time.perf_counter() - t_start
-        doc = report.write_report(out, result, head, cases, mutants=mutant_rows, audit=audit_rows,
-                                  plots=not args.no_plots)  # fmt: skip
-    except KeyboardInterrupt:
-        report.interrupted(out, head, "KeyboardInterrupt")
-        print(f"\ninterrupted; {out}/report.json says so", file=sys.stderr)
+        doc = write_report(out, result, head, cases, mutants=mutant_rows, audit=audit_rows, plots=not args.no_plots)
+        return doc, mutant_rows
+
+    done = _guarded(out, head, job)
+    if done is None:
         return 130
-    except BaseException as e:
-        report.interrupted(out, head, f"{type(e).__name__}: {e}")
-        raise
+    doc, mutant_rows = done
     tests = doc["tests"]
     failed = sum(not t["passed"] for t in tests)
     escaped = [m for m in (mutant_rows or []) if m.get("ok") is False]
@@ -219,6 +278,135 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(tests) - failed} passed, {failed} failed of {len(tests)} tests (Holm, family-wise alpha "
           f"{args.alpha:g}) in {elapsed:.0f} s; report in {out}/")  # fmt: skip
     return 0 if doc["passed"] else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# check: one sampler of the user's
+# ---------------------------------------------------------------------------------------------
+
+
+def load_sampler(spec: str):
+    """The callable named by ``pkg.module:function`` (the function may be dotted: ``module:Class.method``)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"{spec!r} is not of the form pkg.module:function")
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as e:  # the user's module may raise anything on import
+        raise ValueError(f"cannot import {module_name!r}: {type(e).__name__}: {e}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"{module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"{spec!r} is not callable ({type(obj).__name__})")
+    return obj
+
+
+def check_parser() -> argparse.ArgumentParser:
+    """The command line of ``check``."""
+    ap = argparse.ArgumentParser(
+        prog="flashsampling-verify check",
+        description="Check that an importable sampler draws exactly from its target: every test of "
+        "verification.check_sampler under one Holm family; writes report.md and report.json.",
+    )
+    ap.add_argument("sampler", help="pkg.module:function, a callable of the protocol (sampler(logits, n, seed))")
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--logits", type=Path, help="a .npy file of float logits [V] or [B, V]")
+    src.add_argument("--case", help="a case of the main job's battery (default normal-V1000)")
+    ap.add_argument("--target", default="softmax()",
+                    help="softmax(), top_k(k), top_p(p), min_p(p) or chain(...) (default softmax())")  # fmt: skip
+    ap.add_argument("--temperature", type=_temperature, default=None,
+                    help="temperature of the target (default: the case's, else 1)")  # fmt: skip
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--tv", type=_tv, default=None, help="total variation to plan the draws for (default 0.01)")
+    size.add_argument("--budget", type=_positive, default=None, help="seconds for the whole check")
+    ap.add_argument("--alpha", type=_alpha, default=1e-3, help="family-wise false-alarm rate (default 1e-3)")
+    ap.add_argument("--power", type=_alpha, default=0.99, help="power of each stated deviation (default 0.99)")
+    ap.add_argument("--seed", type=_check_seed, default=0)
+    ap.add_argument("--out", type=Path, default=Path("report"), help="report folder (default: report/)")
+    ap.add_argument("--no-plots", action="store_true", help="write report.md and report.json without plots")
+    return ap
+
+
+def _logits(ap: argparse.ArgumentParser, args) -> tuple[np.ndarray, float]:
+    if args.logits is not None:
+        try:
+            z = np.load(args.logits, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            ap.error(f"argument --logits: cannot load {args.logits} ({e})")
+        if z.dtype.kind != "f" or z.ndim not in (1, 2) or z.size == 0:
+            ap.error(f"argument --logits: {args.logits} must hold floats of shape [V] or [B, V], got "
+                     f"dtype={z.dtype}, shape={z.shape}")  # fmt: skip
+        return z, 1.0 if args.temperature is None else args.temperature
+    cases = {c.name: c for c in battery(large=True)}
+    name = args.case or "normal-V1000"
+    if name not in cases:
+        ap.error(f"argument --case: unknown {name} (valid: {', '.join(cases)})")
+    case = cases[name]
+    return case.logits.astype(np.float32), case.temperature if args.temperature is None else args.temperature
+
+
+def _plot(stage: Path, result, rows: list[tuple[int, Any]]) -> None:
+    """Per row, the main job's case figure (head frequencies, tail mass) of the draws against the target."""
+    plt = plots.pyplot()
+    (stage / "plots").mkdir()
+    for b, gof in rows:
+        case = LawCase(f"row {b}", np.zeros(gof.probs.size), 1.0, f"row {b}", law=gof.probs)
+        curves = [(result.sampler, gof.counts.histogram, gof.counts.n)]
+        plots.case_figure(plt, case, curves, stage / f"plots/row-{b}.png")
+
+
+def check_main(argv: list[str] | None = None) -> int:
+    """``flashsampling-verify check pkg.module:function ...`` (see the module docstring)."""
+    t_start = time.perf_counter()
+    ap = check_parser()
+    args = ap.parse_args(argv)
+    try:
+        sampler = load_sampler(args.sampler)
+    except ValueError as e:
+        ap.error(f"argument sampler: {e}")
+    try:
+        target = parse_target(args.target)
+    except (TypeError, ValueError) as e:
+        ap.error(f"argument --target: {e}")
+    z, temperature = _logits(ap, args)
+    head = {
+        "started": report.now(),
+        "command": shlex.join(["flashsampling-verify", "check", *(sys.argv[2:] if argv is None else argv)]),
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "versions": report.versions(),
+    }
+    out = _open_report(ap, args.out, head)
+    budget = None if args.budget is None else max(1e-3, args.budget - (time.perf_counter() - t_start))
+    print(f"flashsampling verify check: {args.sampler} on logits {list(z.shape)}, target {target!r}, "
+          f"family-wise alpha {args.alpha:g} (Holm)")  # fmt: skip
+
+    def job():
+        result = check_sampler(sampler, z, target=target, temperature=temperature, alpha=args.alpha, power=args.power,
+                               tv=args.tv, budget_s=budget, seed=args.seed)  # fmt: skip
+        rows = []
+        if not args.no_plots:
+            for t in result.tests:
+                if t.name.endswith(": pearson") and len(rows) < MAX_PLOTS:
+                    rows.append((int(t.name.split()[1].rstrip(":")), t.result))
+        figures = {b: f"plots/row-{b}.png" for b, _ in rows}
+        doc = {**head, "status": "finished", "finished": report.now(), **result.as_dict(), "plots": figures}
+        files = {
+            "report.md": result.to_markdown(title=f"check_sampler({args.sampler})", plots=figures),
+            "report.json": json.dumps(doc, indent=2, allow_nan=False) + "\n",
+        }
+        report.publish(out, files, (lambda stage: _plot(stage, result, rows)) if rows else None)
+        return result
+
+    result = _guarded(out, head, job)
+    if result is None:
+        return 130
+    print(repr(result))
+    print(f"\n{'PASSED' if result.passed else 'FAILED'}: report in {out}/")
+    return 0 if result.passed else 1
 
 
 if __name__ == "__main__":

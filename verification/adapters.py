@@ -1,6 +1,6 @@
 """Adapters from common sampler shapes to the protocol of :func:`verification.check_sampler`.
 
-The protocol (:mod:`verification.check.protocol`) is ``sampler(logits, num_samples, seed) -> [B, num_samples]``
+The protocol (:mod:`verification.battery.protocol`) is ``sampler(logits, num_samples, seed) -> [B, num_samples]``
 with ``logits`` a float32 torch tensor ``[B, V]``.  Samplers written for NumPy, for a ``torch.Generator`` or
 for JAX take other arguments; each adapter returns a callable of the protocol (with a seed parameter when
 the wrapped one has a way to receive one):
@@ -38,7 +38,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from .check.protocol import seed_form
+from .battery.protocol import seed_form
 
 __all__ = ["from_jax", "from_numpy", "from_torch", "jax_categorical", "speculative_rows"]
 
@@ -121,7 +121,7 @@ def jax_categorical(temperature: float = 1.0) -> Callable:
 
 def speculative_rows(fn: Callable) -> Callable:
     """A speculative sampler written per request behind the speculative protocol
-    (:mod:`verification.check.speculative`): ``fn(draft_tokens [R, K], draft_probs [R, K, V],
+    (:mod:`verification.runners.speculative`): ``fn(draft_tokens [R, K], draft_probs [R, K, V],
     target_probs [R, K + 1, V], seed) -> [R, K + 1]`` with ``R = B N`` requests, request ``b N + j`` being
     draft sequence ``j`` of row ``b``.  The tables are repeated ``N`` times per row (``R (2K + 1) V`` floats
     of memory: keep ``N`` moderate through ``tv`` or ``budget_s``)."""

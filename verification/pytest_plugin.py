@@ -185,7 +185,7 @@ class SamplerCheck:
 
     def family(self, size: int, name: str | None = None):
         """A :class:`verification.Family` of ``size`` tests under the configured family-wise alpha."""
-        from .family import Family
+        from .stats.family import Family
 
         return Family(alpha=self.alpha, size=size, name=name or self.nodeid)
 
@@ -219,7 +219,7 @@ class SamplerChecker:
 
     def check_sampler(self, sampler, logits, **kwargs):
         """:func:`verification.check_sampler` with ``alpha`` and ``seed`` defaulted as above; not asserted."""
-        from .check import check_sampler
+        from .runners.check import check_sampler
 
         kwargs.setdefault("alpha", self.alpha)
         if "seed" not in kwargs:
@@ -237,7 +237,7 @@ class SamplerChecker:
 
     def assert_samples_match(self, samples, probs, **kwargs):
         """:func:`verification.assert_samples_match` at the configured alpha (unless given)."""
-        from .assertions import assert_samples_match
+        from .runners.assertions import assert_samples_match
 
         kwargs.setdefault("alpha", self.alpha)
         try:

@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from verification.budget import BUDGETS, Budget, budget, family_wise_alpha, family_wise_miss, table
+from verification.planning.budget import BUDGETS, Budget, budget, family_wise_alpha, family_wise_miss, table
 
 
 def test_names_unique_and_well_formed():

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from verification import calibration
-from verification.budget import budget
-from verification.markdown import calibration_page
+from verification.outputs.markdown import calibration_page
+from verification.planning.budget import budget
+from verification.runners import calibration
 
 SPECS = calibration.specs()
 NULL = budget("verification.calibration.null")

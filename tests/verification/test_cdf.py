@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from flashsampling.reference import sample_inverse_cdf
-from verification import dkwm_cdf_test, planted
-from verification.budget import budget
+from verification import dkwm_cdf_test
+from verification.battery import planted
+from verification.planning.budget import budget
 from verification.stats.cdf import category_order
 
 

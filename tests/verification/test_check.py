@@ -15,12 +15,12 @@ import pytest
 import torch
 
 from verification import check_sampler, independence_test
-from verification.budget import budget
-from verification.check import examples
-from verification.check.plan import MAX_ROW_PAIRS, PILOT_SEED_OFFSET
-from verification.planning import min_detectable_gof_tv
+from verification.battery import examples
+from verification.battery.aims import top_k
+from verification.planning.budget import budget
+from verification.planning.streams import MAX_ROW_PAIRS, PILOT_SEED_OFFSET
+from verification.stats.gof import min_detectable_gof_tv
 from verification.stats.independence import min_detectable_lag_scan_tv
-from verification.targets import top_k
 
 EXACT = budget("verification.check.exact")
 PLANTED = budget("verification.check.planted")

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from verification import adapters, check_sampler
-from verification.budget import budget
-from verification.check.protocol import SamplerCall
-from verification.targets import speculative
+from verification.battery.aims import speculative
+from verification.battery.protocol import SamplerCall
+from verification.planning.budget import budget
 
 EXACT = budget("verification.check.exact")
 Z = np.random.default_rng(9).normal(0, 1, (2, 12)).astype(np.float32)

@@ -1,8 +1,8 @@
-"""The recorded calibration of check_sampler (docs/calibration.md, written by ``python -m verification.calibration``):
->= 500 independent null runs of the whole battery at family-wise alpha 0.05, a false-alarm rate at most alpha
-within its binomial band (a check at level ``calibration.CHECK_LEVEL``, registered as
-``budget("verification.check.calibration")``), the lag scan's rows consistent with their claims; the first
-recorded runs reproduce when run again, so the record is of this code."""
+"""The recorded calibration of check_sampler (docs/calibration.md, written by
+``python -m verification.runners.calibration``): >= 500 independent null runs of the whole battery at family-wise
+alpha 0.05, a false-alarm rate at most alpha within its binomial band (a check at level
+``calibration.CHECK_LEVEL``, registered as ``budget("verification.check.calibration")``), the lag scan's rows
+consistent with their claims; the first recorded runs reproduce when run again, so the record is of this code."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import re
 import pytest
 from scipy import stats
 
-from verification import calibration
-from verification.budget import budget
+from verification.planning.budget import budget
+from verification.runners import calibration
 
 PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
 CAL = budget("verification.check.calibration")

@@ -15,11 +15,10 @@ import textwrap
 import numpy as np
 import pytest
 
-import verification.check.cli as cli
+import verification.__main__ as cli
 from verification.__main__ import main
-from verification.budget import budget
-from verification.check.cli import parse_target
-from verification.targets import chain, softmax, top_k, top_p
+from verification.battery.aims import chain, parse_target, softmax, top_k, top_p
+from verification.planning.budget import budget
 
 EXACT = budget("verification.check.exact")
 PLANTED = budget("verification.check.planted")

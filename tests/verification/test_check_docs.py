@@ -18,9 +18,9 @@ import textwrap
 
 import pytest
 
-from verification.budget import budget
-from verification.check.acceptance import BEGIN, END, RUNS
+from verification.planning.budget import budget
 from verification.pytest_plugin import example_seed
+from verification.runners.acceptance import BEGIN, END, RUNS
 
 EXACT = budget("verification.check.exact")
 PLANTED = budget("verification.check.planted")

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from verification import check_sampler
-from verification.budget import budget
-from verification.targets import chain, speculative, top_k, top_p
+from verification.battery.aims import chain, speculative, top_k, top_p
+from verification.planning.budget import budget
 
 EXACT = budget("verification.check.exact")
 PLANTED = budget("verification.check.planted")

@@ -9,10 +9,10 @@ import pytest
 
 MODULES = [
     "verification",
-    "verification.assertions",
-    "verification.counts",
-    "verification.family",
-    "verification.planning",
+    "verification.runners.assertions",
+    "verification.stats.counts",
+    "verification.stats.family",
+    "verification.stats.power",
     "verification.stats.gof",
     "verification.stats.exact",
     "verification.stats.cdf",
@@ -24,7 +24,8 @@ MODULES = [
     "verification.stats.independence",
     "verification.stats.support",
     "verification.adapters",
-    "verification.check.run",
+    "verification.runners.check",
+    "verification.battery.aims",
 ]
 
 

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from flashsampling.reference import sample_inverse_cdf
-from verification.budget import budget
-from verification.cases import Case
-from verification.engine import FIRST_BATCH, fixed_draws, plan_runs, run_battery
-from verification.suite import suite_names
-from verification.variants import Variant
+from verification.battery.cases import Case
+from verification.battery.variants import Variant
+from verification.planning.budget import budget
+from verification.planning.runs import fixed_draws, plan_runs
+from verification.planning.suite import suite_names
+from verification.runners.engine import FIRST_BATCH, run_battery
 
 ALPHA = 1e-3
 SEED = budget("verification.engine.exact").seed
@@ -139,8 +140,8 @@ def test_bad_arguments_raise_before_any_draw(kwargs, exc, match):
 def test_the_registry_declares_what_each_variant_cannot_run():
     """A pair the registry's ``applies`` leaves out is one its sampler refuses (checked before any kernel work),
     so the main job's family size is right before the first draw."""
-    from verification.cases import battery
-    from verification.variants import registry
+    from verification.battery.cases import battery
+    from verification.battery.variants import registry
 
     cases = battery()
     left_out = [(v, c) for v in registry() for c in cases if c.num_categories <= v.max_vocab and not v.applies(c)]

@@ -9,8 +9,9 @@ import pytest
 from scipy import stats
 
 from flashsampling.reference import sample_inverse_cdf
-from verification import exact_multinomial, planted
-from verification.budget import budget
+from verification import exact_multinomial
+from verification.battery import planted
+from verification.planning.budget import budget
 from verification.stats.exact import MAX_OUTCOMES, _compositions, exact_power, min_detectable_exact_tv, num_outcomes
 
 P = np.array([0.5, 0.3, 0.2])

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from flashsampling.reference import sample_inverse_cdf
-from verification import Counts, assert_samples_match, g_test, goodness_of_fit, pearson_chisquare, planted
-from verification.binning import pool_small_bins
-from verification.budget import budget
+from verification import Counts, assert_samples_match, g_test, goodness_of_fit, pearson_chisquare
+from verification.battery import planted
+from verification.planning.budget import budget
+from verification.stats.binning import pool_small_bins
 
 TESTS = [pearson_chisquare, g_test, goodness_of_fit]
 

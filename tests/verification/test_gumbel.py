@@ -9,7 +9,7 @@ from scipy import special
 
 from flashsampling.reference import perturbed_scores_twin
 from verification import gumbel_max_test
-from verification.budget import budget
+from verification.planning.budget import budget
 
 Z = np.random.default_rng(0).normal(size=64) * 3
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from flashsampling.reference import sample_gumbel_max, sample_inverse_cdf, softmax
-from verification import homogeneity_test, planted
-from verification.budget import budget
+from verification import homogeneity_test
+from verification.battery import planted
+from verification.planning.budget import budget
 
 
 def test_two_exact_samplers_agree():

@@ -9,7 +9,7 @@ from scipy import optimize
 
 from flashsampling.twin import sample_twin
 from verification import independence_test, serial_independence_test
-from verification.budget import budget
+from verification.planning.budget import budget
 
 V = 40
 Z = np.random.default_rng(0).normal(size=V).astype(np.float32) * 1.5

@@ -22,8 +22,8 @@ from verification import (
     required_samples,
     support_test,
 )
-from verification.budget import budget
-from verification.planning import min_detectable_gof_tv, required_gof_samples
+from verification.planning.budget import budget
+from verification.stats.gof import min_detectable_gof_tv, required_gof_samples
 from verification.stats.independence import (
     DEFAULT_MAX_LAG,
     min_detectable_lag_scan_tv,

@@ -15,9 +15,9 @@ import pytest
 import verification.__main__ as job
 from flashsampling.reference import sample_inverse_cdf
 from verification.__main__ import main
-from verification.budget import budget
-from verification.engine import FIRST_BATCH
-from verification.variants import Variant
+from verification.battery.variants import Variant
+from verification.planning.budget import budget
+from verification.runners.engine import FIRST_BATCH
 
 B = budget("verification.main.exact")
 GOOD = ["--variants", "reference-inverse-cdf", "--cases", "tiny-V3", "--no-progress", "--no-plots",
@@ -31,7 +31,7 @@ def no_draws(monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("the battery started before the arguments were checked")
 
-    monkeypatch.setattr(job, "run_battery", never)
+    monkeypatch.setattr(job, "run_plan", never)
 
 
 BAD = [
@@ -93,7 +93,7 @@ def test_a_run_writes_its_report_and_ctrl_c_withdraws_it(tmp_path, monkeypatch, 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(job, "run_battery", interrupted)
+    monkeypatch.setattr(job, "run_plan", interrupted)
     assert main([*GOOD, "--out", str(out)]) == 130
     js = json.loads((out / "report.json").read_text())
     assert js["status"] == "interrupted" and js["passed"] is None

@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verification import min_detectable_tv, required_samples
-from verification.planning import CHI2_MISS_SAFETY, chi2_noncentrality, chi2_power, dkw_min_detectable
 from verification.stats.categories import min_detectable_missing_category, required_category_samples
 from verification.stats.cdf import min_detectable_cdf_distance, required_cdf_samples
 from verification.stats.exact import min_detectable_exact_tv, required_exact_samples
 from verification.stats.gumbel import gumbel_shift_distance, min_detectable_gumbel_distance, required_gumbel_samples
 from verification.stats.homogeneity import min_detectable_homogeneity_tv, required_homogeneity_samples
 from verification.stats.independence import min_detectable_independence_tv, required_independence_samples
+from verification.stats.power import CHI2_MISS_SAFETY, chi2_noncentrality, chi2_power, dkw_min_detectable
 from verification.stats.tails import min_detectable_tail_deficit, required_tail_samples
 from verification.stats.ties import min_detectable_tie_shift, required_tie_samples
 
@@ -54,7 +54,7 @@ def test_noncentrality_reaches_the_target_with_the_safety_margin(dof):
 @settings(max_examples=200, deadline=None)
 @given(st.integers(2, 30), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
 def test_cauchy_schwarz_bound_behind_the_planning(v, s1, s2):
-    """chi2(q || p) >= 4 TV(p, q)**2 for any p, q (the derivation in verification.planning)."""
+    """chi2(q || p) >= 4 TV(p, q)**2 for any p, q (the derivation in verification.stats.power)."""
     p = np.random.default_rng(s1).dirichlet(np.ones(v))
     q = np.random.default_rng(s2).dirichlet(np.ones(v) * 0.5)
     chi2 = float(((q - p) ** 2 / p).sum())

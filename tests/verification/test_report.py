@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verification import report
-from verification.budget import budget
-from verification.engine import run_battery
-from verification.markdown import report_page
+from verification.outputs import report
+from verification.outputs.markdown import report_page
+from verification.planning.budget import budget
+from verification.runners.battery_report import write_report
+from verification.runners.engine import run_battery
 
 from .test_engine import EXACT, FLAT, NORMAL
 
@@ -28,7 +29,7 @@ HEAD = {"started": "2026-01-01T00:00:00+00:00", "command": "python -m verificati
 
 def _write(out: Path, cases, plots: bool = False) -> dict:
     result = run_battery([EXACT], cases, seed=SEED)
-    return report.write_report(out, result, HEAD, cases, plots=plots)
+    return write_report(out, result, HEAD, cases, plots=plots)
 
 
 def _files(folder: Path) -> set[str]:
@@ -121,7 +122,7 @@ def test_json_has_no_infinity(tmp_path):
     """Non-finite statistics and detectable deviations are written as null (JSON has no Infinity)."""
     out = tmp_path / "report"
     result = run_battery([EXACT], [NORMAL], seed=SEED)
-    doc = report.write_report(out, result, HEAD, [NORMAL], plots=False)
+    doc = write_report(out, result, HEAD, [NORMAL], plots=False)
     text = (out / "report.json").read_text()
     assert "Infinity" not in text and "NaN" not in text
     assert all(t["min_detectable"] is None or np.isfinite(t["min_detectable"]) for t in doc["tests"])

@@ -1,8 +1,8 @@
-"""Counting and testing speed (the full 10^8-draw measurement is ``python -m verification.speed``)."""
+"""Counting and testing speed (the full 10^8-draw measurement is ``python -m verification.runners.speed``)."""
 
 from __future__ import annotations
 
-from verification.speed import measure
+from verification.runners.speed import measure
 
 
 def test_counting_and_testing_are_fast():

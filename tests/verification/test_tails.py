@@ -9,7 +9,7 @@ import pytest
 
 from flashsampling.reference import sample_inverse_cdf, softmax
 from verification import tail_mask, tail_mass_test
-from verification.budget import budget
+from verification.planning.budget import budget
 from verification.stats.tails import min_detectable_tail_deficit, required_tail_samples
 
 V = 262144

@@ -1,4 +1,4 @@
-"""verification.targets: value objects that name a law, compute it with flashsampling.targets, and refuse bad input."""
+"""verification.battery.aims: value objects that name a law, compute it with flashsampling.targets, refuse bad input."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-import verification.targets as vt
+import verification.battery.aims as vt
 from flashsampling import reference
 from flashsampling.targets import (
     min_p_law,
@@ -17,7 +17,7 @@ from flashsampling.targets import (
     top_k_law,
     top_p_law,
 )
-from verification.targets import SpeculativeTarget, Target, chain, min_p, softmax, speculative, top_k, top_p
+from verification.battery.aims import SpeculativeTarget, Target, chain, min_p, softmax, speculative, top_k, top_p
 
 Z = np.array([[2.0, 1.0, 1.0, 0.0, -np.inf], [0.0, 0.0, -1.0, 3.0, 2.5]], dtype=np.float32)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from verification import tie_bias_test
-from verification.budget import budget
+from verification.planning.budget import budget
 
 
 @pytest.mark.parametrize("v", [2, 1001, 1024])

@@ -1,5 +1,8 @@
-"""One module per test family, each with its planning twins ``min_detectable_<test>_<measure>`` (the
-deviation detected at ``n``) and ``required_<test>_samples`` (the ``n`` for a deviation).
+"""The statistics: each test of a sampler's draws, with its stated error rates and its planning twins.
+
+One module per test family, each with its planning twins ``min_detectable_<test>_<measure>`` (the deviation
+detected at ``n``) and ``required_<test>_samples`` (the ``n`` for a deviation); below them, what every test shares.
+Nothing here knows a sampler, a case or a run: the statistics read counts and laws.
 
 ========================  ===========================================================================
 module                    tests
@@ -15,5 +18,17 @@ module                    tests
 :mod:`.independence`      contingency chi-square between paired draws (rows, seeds, samples, ranks);
                           the lag scan of two streams at shifts -K..K
 :mod:`.support`           range test: every draw in [0, V) on a category of positive probability
+========================  ===========================================================================
+
+========================  ===========================================================================
+module                    shared by the tests
+========================  ===========================================================================
+:mod:`.counts`            ``Counts``, the histogram every test reads
+:mod:`.binning`           the pooling rule of the chi-square tests (rare categories pooled, never dropped)
+:mod:`.results`           the result objects (n, statistic, p-value, alpha, the detectable deviation)
+:mod:`.power`             the power machinery of the twins: noncentral chi-square, DKWM and KS, exact binomial
+:mod:`.binomial`          binomial p-values and detectable shifts of the tail, tie and per-category tests
+:mod:`.family`            Holm's step-down correction over a family declared before its first test
+:mod:`._validate`         the argument checks every public function shares
 ========================  ===========================================================================
 """

@@ -19,12 +19,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validate import check_alpha, check_fraction, check_int, check_power, check_probs
-from ..counts import Counts, as_counts
-from ..family import holm
-from ..planning import check_deviation, planned_draws
-from ..results import Deviation, StatResult
-from ._binomial import binomial_pvalues, detectable_shifts
+from ._validate import check_alpha, check_fraction, check_int, check_law, check_rates
+from .binomial import binomial_pvalues, detectable_shifts
+from .counts import Counts, as_counts
+from .family import holm
+from .power import check_deviation, planned_draws
+from .results import Deviation, StatResult
 
 __all__ = [
     "CategoryResult",
@@ -123,9 +123,7 @@ def category_test(samples, probs, *, alpha: float = 1e-6, power: float = 0.99) -
     >>> r.passed, r.flagged.tolist()
     (False, [99])
     """
-    p = check_probs(probs)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    p, alpha, power = check_law(probs, alpha, power)
     counts = as_counts(samples, p.size)
     n = counts.n
     h = counts.histogram
@@ -195,8 +193,7 @@ def min_detectable_category_shift(
     n = check_int(n, "n")
     p = check_fraction(p, "p", inclusive_upper=False)
     v = check_int(num_categories, "num_categories")
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     return detectable_shifts(n, p, alpha / v, power, "two-sided")
 
 

@@ -25,10 +25,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validate import check_alpha, check_int, check_power, check_probs, to_numpy
-from ..counts import as_counts
-from ..planning import check_deviation, detectable, dkw_epsilon, dkw_min_detectable, dkw_required_samples
-from ..results import StatResult
+from ._validate import check_alpha, check_int, check_law, check_power, check_rates, to_numpy
+from .counts import as_counts
+from .power import check_deviation, detectable, dkw_epsilon, dkw_min_detectable, dkw_required_samples
+from .results import StatResult
 
 __all__ = ["CdfResult", "min_detectable_cdf_distance", "required_cdf_samples", "category_order", "dkwm_cdf_test"]
 
@@ -120,9 +120,7 @@ def dkwm_cdf_test(samples, probs, *, order="index", alpha: float = 1e-6, power: 
     >>> dkwm_cdf_test(np.random.default_rng(0).integers(0, 4, 1000), p, alpha=0.01).passed
     True
     """
-    p = check_probs(probs)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    p, alpha, power = check_law(probs, alpha, power)
     perm = category_order(p, order)
     counts = as_counts(samples, p.size)
     n = counts.n
@@ -165,6 +163,5 @@ def required_cdf_samples(delta: float, *, alpha: float = 1e-6, power: float = 0.
 
     ``ceil((sqrt(log(2/alpha)/2) + sqrt(log(2/(1-power))/2))**2 / delta**2)``; independent of V.
     """
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     return dkw_required_samples(check_deviation(delta, "delta", alpha=alpha, power=power), alpha, power)

@@ -20,10 +20,10 @@ from typing import ClassVar
 import numpy as np
 from scipy import special, stats
 
-from .._validate import check_alpha, check_int, check_power, check_probs
-from ..counts import as_counts
-from ..planning import check_deviation, detectable, smallest_n
-from ..results import StatResult
+from ._validate import check_alpha, check_int, check_law, check_probs
+from .counts import as_counts
+from .power import check_deviation, detectable, smallest_n
+from .results import StatResult
 
 __all__ = [
     "ExactResult",
@@ -156,9 +156,7 @@ def exact_multinomial(samples, probs, *, alpha: float = 1e-6, power: float = 0.9
     >>> exact_multinomial([0, 1, 1, 2, 0, 0], [0.5, 0.3, 0.2], alpha=0.01).passed
     True
     """
-    p = check_probs(probs)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    p, alpha, power = check_law(probs, alpha, power)
     counts = as_counts(samples, p.size)
     n = counts.n
     impossible = int(counts.out_of_range + counts.histogram[p == 0].sum())
@@ -312,9 +310,7 @@ def min_detectable_exact_tv(n: int, probs, *, alpha: float = 1e-6, power: float 
     feasible TV is not detected.
     """
     n = check_int(n, "n")
-    p = check_probs(probs)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    p, alpha, power = check_law(probs, alpha, power)
     return detectable(_min_tv(n, p, alpha, power), f"n={n}", "the exact multinomial test")
 
 
@@ -324,9 +320,7 @@ def required_exact_samples(tv: float, probs, *, alpha: float = 1e-6, power: floa
     Raises ``ValueError`` when the search needs more than ``MAX_OUTCOMES`` outcomes (use the
     chi-square planning, :func:`verification.required_samples`, there).
     """
-    p = check_probs(probs)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    p, alpha, power = check_law(probs, alpha, power)
     tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     v = p.size
     limit = smallest_n(lambda n: num_outcomes(n + 1, v) > MAX_OUTCOMES)  # the most draws the test enumerates

@@ -19,8 +19,8 @@ from typing import ClassVar
 import numpy as np
 from scipy import optimize, special, stats
 
-from .._validate import check_alpha, check_int, check_positive_real, check_power, to_numpy
-from ..planning import (
+from ._validate import check_alpha, check_int, check_positive_real, check_power, check_rates, to_numpy
+from .power import (
     check_deviation,
     detectable,
     dkw_epsilon,
@@ -29,7 +29,7 @@ from ..planning import (
     planned_draws,
     smallest_n,
 )
-from ..results import StatResult
+from .results import StatResult
 
 __all__ = [
     "GumbelResult",
@@ -143,8 +143,7 @@ def gumbel_max_test(
     >>> gumbel_max_test((z + g).max(axis=1), z, alpha=0.01).passed
     True
     """
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     m = to_numpy(maxima, "maxima").astype(np.float64)
     if m.ndim != 1 or m.size == 0:
         raise ValueError(f"maxima must be a non-empty 1-D array, got shape={m.shape}")
@@ -191,8 +190,7 @@ def min_detectable_gumbel_shift(n: int, *, alpha: float = 1e-6, power: float = 0
 
 def required_gumbel_samples(delta: float, *, alpha: float = 1e-6, power: float = 0.99) -> int:
     """Maxima for :func:`gumbel_max_test` to detect a Kolmogorov distance ``delta`` with ``power``."""
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     delta = check_deviation(delta, "delta", alpha=alpha, power=power)
     # A quarter of the DKWM closed form (critical value eps_alpha >= exact c_alpha) is below the answer.
     start = planned_draws((dkw_epsilon(1, alpha) + dkw_epsilon(1, 1 - power)) ** 2 / delta**2 / 4, "delta", delta)

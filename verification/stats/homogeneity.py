@@ -7,12 +7,12 @@ kernel and its twin, or a new variant and a trusted one.
 
 Pooling: columns whose smaller expected count ``min(n_a, n_b) * column total / N`` is below
 ``min_expected`` are pooled into one column (never dropped), by the rule of
-:mod:`verification.binning` applied to the observed column totals.  The binning depends on the data
+:mod:`verification.stats.binning` applied to the observed column totals.  The binning depends on the data
 only through the column margins, so the test stays valid conditionally on them.
 
 Power: for distributions ``p`` (A) and ``q`` (B) the noncentrality is
 ``lambda = (n_a n_b / N) sum_j (p_j - q_j)**2 / m_j`` with ``m = (n_a p + n_b q) / N``; Cauchy-Schwarz
-(as in :mod:`verification.planning`) gives ``lambda >= 4 tv**2 n_a n_b / N``: two samplers of ``n``
+(as in :mod:`verification.stats.power`) gives ``lambda >= 4 tv**2 n_a n_b / N``: two samplers of ``n``
 draws each behave like one sampler of ``n / 2`` draws against exact probabilities.
 """
 
@@ -25,11 +25,11 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats
 
-from .._validate import check_alpha, check_int, check_positive_real, check_power
-from ..binning import DEFAULT_MIN_EXPECTED, pool_small_bins
-from ..counts import as_counts
-from ..planning import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
-from ..results import StatResult
+from ._validate import check_int, check_positive_real, check_rates
+from .binning import DEFAULT_MIN_EXPECTED, pool_small_bins
+from .counts import as_counts
+from .power import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
+from .results import StatResult
 
 __all__ = [
     "HomogeneityResult",
@@ -118,8 +118,7 @@ def homogeneity_test(
     True
     """
     v = check_int(num_categories, "num_categories")
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     min_expected = check_positive_real(min_expected, "min_expected")
     a = as_counts(samples_a, v, "samples_a")
     b = as_counts(samples_b, v, "samples_b")
@@ -173,8 +172,7 @@ def min_detectable_homogeneity_tv(
     n_a = check_int(n_a, "n_a")
     n_b = check_int(n_b, "n_b")
     v = check_int(num_categories, "num_categories", minimum=2)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     mdtv = chi2_min_detectable_tv(n_a * n_b / (n_a + n_b), v - 1, alpha, power)
     return detectable(mdtv, f"n_a={n_a}, n_b={n_b}", "the homogeneity test")
 
@@ -182,7 +180,6 @@ def min_detectable_homogeneity_tv(
 def required_homogeneity_samples(tv: float, num_categories: int, *, alpha: float = 1e-6, power: float = 0.99) -> int:
     """Draws *per sampler* (equal sizes) for :func:`homogeneity_test` to detect a TV of ``tv`` with ``power``."""
     v = check_int(num_categories, "num_categories", minimum=2)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     return smallest_n(lambda n: chi2_min_detectable_tv(n / 2.0, v - 1, alpha, power) <= tv, what=f"tv={tv!r}")

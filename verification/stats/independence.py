@@ -8,14 +8,14 @@ chi-square test of independence (``scipy.stats.chi2_contingency``).
 
 Coarsening: a V x V table is far too sparse for large V, so categories of each coordinate are first
 grouped into about ``buckets`` rank classes of equal observed mass (the heaviest categories first,
-:func:`verification.binning.equal_mass_buckets`), then rows and columns whose expected cells fall
+:func:`verification.stats.binning.equal_mass_buckets`), then rows and columns whose expected cells fall
 below ``min_expected`` are pooled.  Both steps depend on the data only through the margins, so the
 test stays valid conditionally on them.  Independence of the classes is implied by independence of
 the draws, so a failure is always real; a dependence inside one class is not seen.
 
 Power: against a joint law ``pi`` with margins ``pi_x, pi_y`` the noncentrality is
 ``n sum (pi_ij - pi_x,i pi_y,j)**2 / (pi_x,i pi_y,j) >= 4 n TV(pi, pi_x x pi_y)**2`` (Cauchy-Schwarz,
-as in :mod:`verification.planning`), with ``(r - 1)(c - 1)`` degrees of freedom.
+as in :mod:`verification.stats.power`), with ``(r - 1)(c - 1)`` degrees of freedom.
 
 Lag scan: two streams that must be independent can still overlap with a shift ("seed ``s``'s draw
 ``j + 1`` equals seed ``s + 1``'s draw ``j``": a counter advanced by the seed).  Pairing draw ``j`` with
@@ -32,10 +32,10 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats
 
-from .._validate import check_alpha, check_int, check_positive_real, check_power, check_probs, check_samples
-from ..binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
-from ..planning import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
-from ..results import StatResult
+from ._validate import check_alpha, check_int, check_positive_real, check_power, check_probs, check_rates, check_samples
+from .binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
+from .power import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
+from .results import StatResult
 
 __all__ = [
     "DEFAULT_MAX_LAG",
@@ -88,7 +88,7 @@ def _labels(values: np.ndarray, v: int, buckets: int) -> np.ndarray:
 
 def _pool_rows(table: np.ndarray, other_min: float, n: int, min_expected: float) -> np.ndarray:
     """Merge the rows of ``table`` whose expected count against the smallest column is small (the pooling
-    rule of :mod:`verification.binning` on the row margin); empty rows are dropped."""
+    rule of :mod:`verification.stats.binning` on the row margin); empty rows are dropped."""
     margin = table.sum(axis=1).astype(np.float64)
     labels = pool_small_bins(margin / n, int(other_min), min_expected).labels
     keep = labels >= 0
@@ -163,8 +163,7 @@ def independence_test(
     False
     """
     v = check_int(num_categories, "num_categories")
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     min_expected = check_positive_real(min_expected, "min_expected")
     xs = check_samples(x, "x").astype(np.int64, copy=False)
     ys = check_samples(y, "y").astype(np.int64, copy=False)
@@ -250,8 +249,7 @@ def min_detectable_independence_tv(
     n = check_int(n, "n")
     r = check_int(rows, "rows", minimum=2)
     c = check_int(columns, "columns", minimum=2)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     return detectable(chi2_min_detectable_tv(n, (r - 1) * (c - 1), alpha, power), f"n={n}", "the independence test")
 
 
@@ -261,8 +259,7 @@ def required_independence_samples(
     """Pairs for :func:`independence_test` to detect a TV ``tv`` from independence with ``power``."""
     r = check_int(rows, "rows", minimum=2)
     c = check_int(columns, "columns", minimum=2)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     dof = (r - 1) * (c - 1)
     return smallest_n(lambda n: chi2_min_detectable_tv(n, dof, alpha, power) <= tv, what=f"tv={tv!r}")
@@ -398,8 +395,7 @@ def lag_scan_test(
     True
     """
     v = check_int(num_categories, "num_categories")
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     serial = y is None
     k = check_int(max_lag, "max_lag", minimum=1 if serial else 0)
     xs = check_samples(x, "x").astype(np.int64, copy=False)

@@ -16,10 +16,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validate import check_alpha, check_fraction, check_int, check_power, check_probs
-from ..counts import as_counts
-from ..planning import check_deviation, detectable, planned_draws
-from ..results import StatResult
+from ._validate import check_fraction, check_int, check_law
+from .counts import as_counts
+from .power import check_deviation, detectable, planned_draws
+from .results import StatResult
 
 __all__ = ["SupportResult", "min_detectable_impossible_mass", "required_support_samples", "support_test"]
 
@@ -80,9 +80,7 @@ def support_test(samples, probs, *, alpha: float = 1e-6, power: float = 0.99) ->
     >>> r.passed, r.out_of_range, r.outside_support, r.categories
     (False, 1, 1, (2,))
     """
-    p = check_probs(probs)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    p, alpha, power = check_law(probs, alpha, power)
     counts = as_counts(samples, p.size)
     zero = p == 0
     drawn = counts.histogram * zero

@@ -23,11 +23,11 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from .._validate import check_alpha, check_fraction, check_int, check_power, check_probs, to_numpy
-from ..counts import as_counts
-from ..planning import BINOMIAL_MAX_SAMPLES, check_deviation, detectable, smallest_n
-from ..results import StatResult
-from ._binomial import binomial_pvalue, check_alternative, detectable_shifts
+from ._validate import check_fraction, check_int, check_probs, check_rates, to_numpy
+from .binomial import binomial_pvalue, check_alternative, detectable_shifts
+from .counts import as_counts
+from .power import BINOMIAL_MAX_SAMPLES, check_deviation, detectable, smallest_n
+from .results import StatResult
 
 __all__ = [
     "TAIL_GAPS",
@@ -126,8 +126,7 @@ def far_tail(probs, n: int, *, alpha: float = 1e-6, power: float = 0.99, gaps=TA
     """
     p = check_probs(probs)
     n = check_int(n, "n")
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     top = float(p.max())
     for g in gaps:
         mask = (p > 0) & (p <= top * math.exp(-float(g)))
@@ -219,8 +218,7 @@ def tail_mass_test(
     """
     p = check_probs(probs)
     alternative = check_alternative(alternative)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     mask = _tail_indices(tail, p.size)
     p_t = float(p[mask].sum())
     if not 0.0 < p_t < 1.0:
@@ -262,8 +260,7 @@ def min_detectable_tail_deficit(
     """
     n = check_int(n, "n")
     p_t = check_fraction(tail_mass, "tail_mass", inclusive_upper=False)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     return detectable(_relative(n, p_t, alpha, power, check_alternative(alternative)), f"n={n}", "the tail test")
 
 
@@ -276,8 +273,7 @@ def required_tail_samples(
     ``n`` satisfies ``min_detectable_tail_deficit(n, tail_mass) <= deficit``.
     """
     p_t = check_fraction(tail_mass, "tail_mass", inclusive_upper=False)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     r = check_deviation(deficit, "deficit", alpha=alpha, power=power, scale=p_t)
     alternative = check_alternative(alternative)
     return smallest_n(lambda n: _relative(n, p_t, alpha, power, alternative) <= r, what=f"deficit={deficit!r}",

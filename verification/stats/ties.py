@@ -16,11 +16,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validate import check_alpha, check_int, check_power, to_numpy
-from ..counts import as_counts
-from ..planning import BINOMIAL_MAX_SAMPLES, check_deviation, detectable, smallest_n
-from ..results import StatResult
-from ._binomial import binomial_pvalue, detectable_shifts
+from ._validate import check_int, check_rates, to_numpy
+from .binomial import binomial_pvalue, detectable_shifts
+from .counts import as_counts
+from .power import BINOMIAL_MAX_SAMPLES, check_deviation, detectable, smallest_n
+from .results import StatResult
 
 __all__ = ["TieResult", "tie_bias_test", "min_detectable_tie_shift", "required_tie_samples"]
 
@@ -110,8 +110,7 @@ def tie_bias_test(
     True
     """
     v = check_int(num_categories, "num_categories")
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     s = _support(support, v)
     m = int(s.size)
     if m < 2:
@@ -143,16 +142,14 @@ def min_detectable_tie_shift(n: int, num_tied: int, *, alpha: float = 1e-6, powe
     """Smallest shift of the lower-half mass that :func:`tie_bias_test` detects in both directions."""
     n = check_int(n, "n")
     m = check_int(num_tied, "num_tied", minimum=2)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     return detectable(max(detectable_shifts(n, (m // 2) / m, alpha, power, "two-sided")), f"n={n}", "the tie test")
 
 
 def required_tie_samples(shift: float, num_tied: int, *, alpha: float = 1e-6, power: float = 0.99) -> int:
     """Draws for :func:`tie_bias_test` to detect a lower-half mass shift ``shift`` with ``power``."""
     m = check_int(num_tied, "num_tied", minimum=2)
-    alpha = check_alpha(alpha)
-    power = check_power(power, alpha)
+    alpha, power = check_rates(alpha, power)
     d = check_deviation(shift, "shift", alpha=alpha, power=power, upper=0.5)
     p0 = (m // 2) / m
     return smallest_n(lambda n: max(detectable_shifts(n, p0, alpha, power, "two-sided")) <= d, what=f"shift={shift!r}",

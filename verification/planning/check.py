@@ -1,0 +1,358 @@
+"""What :func:`verification.check_sampler` draws and tests, decided before the first draw it tests.
+
+Request: :mod:`verification.planning.request`.  Calls and their seeds: :mod:`verification.planning.streams`.
+
+Tests (one Holm family)
+-----------------------
+Per row ``b`` (names ``row b: <test>``): the suite of :func:`verification.runners.suite.run_suite` (``pearson``,
+``g-test``, ``cdf-index``, ``cdf-descending``, ``categories`` and, where the target has a far tail that
+``n`` draws can test, the two-sided ``tail`` of :func:`verification.stats.tails.far_tail`), then ``ties``
+(the lower-half test on the tied group of largest mass, conditional on the draws that land in it, where
+tied logits hold enough mass) and ``range`` (:func:`verification.stats.support.support_test`).  A row whose
+law is a single token has the range test only.  Independence, on the row of the most spread law (the
+*stream row*, largest ``1 - sum p_i**2``, the chance that two independent draws differ): ``samples`` (draws
+``j`` and ``j + l`` of one call, ``l = 1..8``), ``rows b-b+1`` (rows ``b`` and ``b + 1`` of draws 0, shifts
+``-8..8``; with ``B = 1`` the rows call), ``seeds`` (draws 0 against draws 1: seeds ``s`` and ``s + 1``,
+shifts ``-8..8``) and ``calls`` (draws 0 against the calls call, seed ``s + 65536``; seedless: draws 0
+against draws 1), each a lag scan corrected by Bonferroni over its shifts
+(:func:`verification.stats.independence.lag_scan_test`).
+
+Sizes
+-----
+With ``tv``, each test plans with its own law-aware planner at the level ``alpha / m_max`` (``m_max``: every
+optional test included, so the final level ``alpha / m`` is never lower): ``n`` is the largest
+:func:`verification.stats.gof.required_gof_samples` over the rows (the chi-square's total variation at the
+bins its pooling forms at ``n``), and the streams' length the largest
+:func:`verification.stats.independence.required_lag_scan_samples` of the independence tests.  A call
+draws ``c = max(stream length, ceil(n / 2))`` columns, at most ``MAX_CALL_DRAWS``, in ``K >= 2`` calls.
+With ``budget_s``, ``K = 2`` and ``c`` is the most that fits: :func:`columns_for_budget`.
+
+A law whose mass is nearly all on few tokens (a peaked row, a head far above a light tail) leaves the
+chi-square one or two bins until ``n`` is large enough for its light part to fill a bin of its own; where
+that is beyond ``MAX_PLANNED_DRAWS`` for ``tv`` (or beyond any ``n``), the row's draws are planned for the DKWM
+test at Kolmogorov distance ``tv`` instead, and the plan says so: the chi-square's stated deviation at the
+``n`` used is then larger than ``tv`` (or none), as the report shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..battery.cases import Case
+from ..stats.cdf import required_cdf_samples
+from ..stats.gof import gof_detectable_tv
+from ..stats.independence import DEFAULT_MAX_LAG, required_lag_scan_samples, table_shape
+from ..stats.power import smallest_n
+from ..stats.tails import far_tail
+from ..stats.ties import min_detectable_tie_shift
+from .request import CheckRequest
+from .streams import MAX_ROW_PAIRS, row_pairs, stream_row
+from .suite import TEST_TITLES, suite_names
+
+__all__ = [
+    "LawCase",
+    "MAX_CALL_DRAWS",
+    "PILOT_DRAWS",
+    "Plan",
+    "RowPlan",
+    "build_plan",
+    "columns_for_budget",
+    "columns_for_tv",
+    "plan_check",
+    "row_plans",
+    "test_title",
+]
+
+#: Fraction of ``budget_s`` kept for the tests and the report after the draws.
+TEST_RESERVE = 0.2
+
+#: Columns (draws per row) of one call at most: 2**20 int64 tokens a row; a sampler that materializes
+#: ``[B, num_samples, V]`` must draw in chunks of its own.
+MAX_CALL_DRAWS = 1 << 20
+#: Draws per row the chi-square planning may ask for before the DKWM test sets the row's draws instead.
+MAX_PLANNED_DRAWS = 1 << 24
+#: Draws of the pilot, repeat and moved calls (16 draws a row decide the reproducibility properties: two
+#: independent draws of the same 16 tokens have probability at most ``max_i p_i**16``).
+PILOT_DRAWS = 16
+#: Draws of the budgeted cost call (with the pilot, the two points of the affine cost model).
+COST_DRAWS = 128
+#: The tie test runs where the draws expected in the tied group detect a lower-half shift of this much.
+TIE_MAX_SHIFT = 0.25
+#: Row tests, in order; ``tail`` and ``ties`` where they apply.
+ROW_TESTS = ("pearson", "g-test", "cdf-index", "cdf-descending", "categories", "tail", "ties", "range")
+
+_TITLES = {
+    "ties": "tie bias (tied group)",
+    "range": "range and support",
+    "samples": f"independent draws in a call (lags 1..{DEFAULT_MAX_LAG})",
+    "rows": f"independent rows (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
+    "seeds": f"independent seeds s, s+1 (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
+    "calls": f"independent calls (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
+}
+
+
+def test_title(name: str) -> str:
+    """Human-readable title of a member name (``"row 0: pearson"``, ``"rows 0-1"``, ``"seeds"``)."""
+    test = name.split(": ", 1)[-1].split(" ", 1)[0]
+    return _TITLES.get(test) or TEST_TITLES.get(test, test)
+
+
+@dataclass(frozen=True, repr=False)
+class LawCase(Case):
+    """A row's case whose law is given (computed once for the whole batch: per-row target parameters)."""
+
+    law: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def probs(self) -> np.ndarray:
+        return self.law
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """One row: its case (float32 logits as float64, temperature, target), its law and what applies.
+
+    ``tie`` is the mask of the tied group of largest mass (``None`` when no two kept tokens tie);
+    ``support`` counts the categories of positive probability.
+    """
+
+    index: int
+    case: Case
+    probs: np.ndarray = field(repr=False)
+    tie: np.ndarray | None = field(repr=False)
+    support: int
+
+
+def _tie_group(p: np.ndarray) -> np.ndarray | None:
+    """Mask of the largest-mass group of >= 2 kept categories with bit-equal probability (tied logits)."""
+    pos = p[p > 0]
+    values, counts = np.unique(pos, return_counts=True)
+    tied = counts >= 2
+    if not tied.any():
+        return None
+    mass = values[tied] * counts[tied]
+    return p == values[tied][int(np.argmax(mass))]
+
+
+def row_plans(request: CheckRequest) -> list[RowPlan]:
+    """One :class:`RowPlan` per row of the float64 values ``z [B, V]`` of the float32 logits."""
+    z, probs = request.values, request.probs
+    out = []
+    for b in range(z.shape[0]):
+        t = float(request.temperatures[b])
+        p = probs[b]
+        case = LawCase(f"row {b}", z[b], t, f"row {b} of the logits", target=request.aim, law=p)
+        out.append(RowPlan(b, case, p, _tie_group(p), int(np.count_nonzero(p))))
+    return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The calls and the tests of one check, fixed before the draws that are tested.
+
+    Attributes
+    ----------
+    rows : tuple of RowPlan
+        With each case's ``tail_gap`` set where the tail test runs.
+    columns : int
+        Draws per row of each draws call.
+    calls : int
+        Number of draws calls (``n = calls * columns`` draws per row).
+    stream_row : int or None
+        The row the independence tests read (``None``: every row's law is one token).
+    row_pairs : tuple of (int, int)
+        Adjacent rows tested for independence (``(0, 0)``: the rows call with ``B = 1``).
+    seeded : bool
+    tests : tuple of str
+        Member names, in family order.
+    skipped : dict[str, str]
+        Tests not run, and why.
+    notes : tuple of str
+        How the sizes were set where the plan departs from the rule (rows planned by DKWM).
+    stream : int
+        Draws per stream of the calls and rows calls' lag scans.
+    how : str
+        One line on how the sizes were chosen (the report's).
+    """
+
+    rows: tuple[RowPlan, ...]
+    columns: int
+    calls: int
+    stream_row: int | None
+    row_pairs: tuple[tuple[int, int], ...]
+    seeded: bool
+    tests: tuple[str, ...]
+    skipped: dict[str, str]
+    notes: tuple[str, ...] = ()
+    stream: int = 0
+    how: str = ""
+
+    @property
+    def n(self) -> int:
+        """Draws per row that the distribution tests read."""
+        return self.calls * self.columns
+
+    @property
+    def stream_draws(self) -> int:
+        """Draws of a stream of the lag scans (the columns of a call)."""
+        return self.columns
+
+
+def max_tests(num_rows: int, seeded: bool) -> int:
+    """Family size with every optional test included (the level the sizes are planned at is alpha over it)."""
+    pairs = max(1, min(num_rows - 1, MAX_ROW_PAIRS))
+    return num_rows * len(ROW_TESTS) + 1 + pairs + (2 if seeded else 1)
+
+
+def _gof_draws(r: RowPlan, tv: float, a: float, power: float) -> tuple[int, str | None]:
+    """Draws for the chi-square at ``tv`` on row ``r``, or the DKWM test's with a note (module docstring)."""
+    try:
+        n = smallest_n(lambda m: gof_detectable_tv(m, r.probs, a, power) <= tv, what=f"tv={tv!r}",
+                       limit=MAX_PLANNED_DRAWS)  # fmt: skip
+        return n, None
+    except ValueError:
+        n = required_cdf_samples(tv, alpha=a, power=power)
+        return n, (f"row {r.index}: the pooled chi-square reaches tv = {tv:g} only beyond {MAX_PLANNED_DRAWS:,} "
+                   f"draws (its light part shares a bin with the head), so the row's draws are planned for the DKWM "
+                   f"test at Kolmogorov distance {tv:g}")  # fmt: skip
+
+
+def columns_for_tv(rows: list[RowPlan], tv: float, alpha: float, power: float,
+                   seeded: bool) -> tuple[int, int, int, tuple[str, ...]]:  # fmt: skip
+    """``(columns, calls, stream, notes)`` for a declared total variation ``tv`` (see the module docstring):
+    the draws calls' columns and number, the length of the calls and rows calls' streams, and the notes of
+    rows planned by the DKWM test."""
+    a = alpha / max_tests(len(rows), seeded)
+    n = 1
+    notes = []
+    for r in rows:
+        if r.support >= 2:
+            m, note = _gof_draws(r, tv, a, power)
+            n = max(n, m)
+            if note:
+                notes.append(note)
+    stream = 2 * DEFAULT_MAX_LAG + 2
+    s = stream_row([r.probs for r in rows])
+    if s is not None:
+        p = rows[s].probs
+        needs = [(p, p, False), (p, None, True)]
+        needs += [(rows[b0].probs, rows[b1].probs, False) for b0, b1 in row_pairs([r.probs for r in rows])]
+        for px, py, serial in needs:
+            try:
+                stream = max(stream, required_lag_scan_samples(tv, px, py, serial=serial, alpha=a, power=power))
+            except ValueError:  # no table of two classes forms at any n (a law of one heavy token)
+                continue
+    stream = min(MAX_CALL_DRAWS, stream)
+    columns = min(MAX_CALL_DRAWS, max(stream, math.ceil(n / 2)))
+    return columns, max(2, math.ceil(n / columns)), stream, tuple(notes)
+
+
+def columns_for_budget(seconds: float, cost: tuple[float, float], num_rows: int, seeded: bool) -> int:
+    """Columns ``c`` of the two draws calls that fit ``seconds``, at the affine cost ``a + b * rows * c`` per
+    call (``cost = (a, b)``): two draws calls, the calls call (seeded) and the rows call (``B = 1``, two
+    rows), each of ``c`` columns.  At least the lag scans' minimum ``2 K + 2``, at most ``MAX_CALL_DRAWS``."""
+    a, b = cost
+    row_columns = num_rows * (2 + int(seeded)) + (2 if num_rows == 1 else 0)
+    fixed = a * (2 + int(seeded) + int(num_rows == 1))
+    c = (seconds - fixed) / max(b * row_columns, 1e-12)
+    return int(min(MAX_CALL_DRAWS, max(2 * DEFAULT_MAX_LAG + 2, c)))
+
+
+def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, power: float, seeded: bool,
+               notes: tuple[str, ...] = ()) -> Plan:  # fmt: skip
+    """Decide, for ``calls`` calls of ``columns`` draws, which optional tests run, and name every member."""
+    a = alpha / max_tests(len(rows), seeded)
+    n = calls * columns
+    planned: list[RowPlan] = []
+    tests: list[str] = []
+    skipped: dict[str, str] = {}
+    for r in rows:
+        prefix = f"row {r.index}: "
+        if r.support < 2:
+            planned.append(r)
+            tests.append(prefix + "range")
+            skipped[prefix + "distribution"] = "the row's law is a single token: only the range test applies"
+            continue
+        tail = far_tail(r.probs, n, alpha=a, power=power)
+        case = r.case
+        if tail is not None and case.temperature > 0:
+            case = dataclasses.replace(case, tail_gap=tail.gap)
+        else:
+            skipped[prefix + "tail"] = _no_tail(r.probs, n)
+        planned.append(RowPlan(r.index, case, r.probs, r.tie, r.support))
+        tests += [prefix + t for t in suite_names(case)]
+        if r.tie is not None and _tie_testable(r, n, a, power):
+            tests.append(prefix + "ties")
+        else:
+            skipped[prefix + "ties"] = _no_ties(r, n)
+        tests.append(prefix + "range")
+    stream = stream_row([r.probs for r in rows])
+    pairs = row_pairs([r.probs for r in rows])
+    if stream is None:
+        for name in ("samples", "rows", "seeds", "calls"):
+            skipped[name] = "every row's law is a single token: draws of one token are independent"
+    else:
+        p = rows[stream].probs
+        if min(table_shape(p, p, columns - DEFAULT_MAX_LAG)) < 2:
+            for name in ("samples", "rows", "seeds", "calls"):
+                skipped[name] = f"{columns} draws a stream form no 2 x 2 table (one class holds the mass)"
+            pairs = ()
+        else:
+            tests.append("samples")
+            tests += [f"rows {b0}-{b1}" if len(rows) > 1 else "rows 0-0'" for b0, b1 in pairs]
+            if seeded:
+                tests.append("seeds")
+            else:
+                skipped["seeds"] = "the sampler takes no seed"
+            tests.append("calls")
+        if not pairs and "rows" not in skipped:
+            skipped["rows"] = "no two adjacent rows have a law of two or more tokens"
+    return Plan(tuple(planned), columns, calls, stream, pairs, seeded, tuple(tests), skipped, notes)
+
+
+def _tie_testable(r: RowPlan, n: int, a: float, power: float) -> bool:
+    expected = int(n * float(r.probs[r.tie].sum()))
+    try:
+        return min_detectable_tie_shift(max(expected, 1), int(r.tie.sum()), alpha=a, power=power) <= TIE_MAX_SHIFT
+    except ValueError:
+        return False
+
+
+def _no_tail(p: np.ndarray, n: int) -> str:
+    top = float(p.max())
+    mass = float(p[(p > 0) & (p <= top * math.exp(-8.0))].sum())
+    if mass == 0.0:
+        return "no kept token is 8 or more nats below the top: the target has no far tail"
+    return (f"the tokens 8 or more nats below the top hold {mass:.3g} of the mass: {n} draws expect "
+            f"{n * mass:.3g} there, too few to see 90 % of it vanish")  # fmt: skip
+
+
+def _no_ties(r: RowPlan, n: int) -> str:
+    if r.tie is None:
+        return "no two kept tokens have equal logits"
+    mass = float(r.probs[r.tie].sum())
+    return f"the largest tied group holds {mass:.3g} of the mass: {n} draws expect {n * mass:.3g} in it, too few"
+
+
+def plan_check(request: CheckRequest, rows: list[RowPlan], cost: tuple[float, float], elapsed: float) -> Plan:
+    """The check's :class:`Plan`: sizes for ``request.tv`` (:func:`columns_for_tv`), or for what is left of
+    ``request.budget_s`` after ``elapsed`` seconds, less :data:`TEST_RESERVE` of it, at the pilot's affine
+    ``cost`` (:func:`columns_for_budget`); then the tests that run at those sizes (:func:`build_plan`)."""
+    seeded = request.call.seeded
+    if request.budget_s is not None:
+        left = (request.budget_s - elapsed) * (1 - TEST_RESERVE)
+        columns, calls = columns_for_budget(left, cost, len(rows), seeded), 2
+        how = (f"sizes fit budget_s = {request.budget_s:g} s after a pilot (cost per call {cost[0]:.3g} s + "
+               f"{cost[1]:.3g} s per draw of a row)")  # fmt: skip
+        stream = columns
+    else:
+        columns, calls, stream, notes = columns_for_tv(rows, request.tv, request.alpha, request.power, seeded)
+        how = (f"sizes planned for total variation tv = {request.tv:g} (each test's own law-aware planner at level "
+               f"alpha/{max_tests(len(rows), seeded)})")  # fmt: skip
+        how += "".join(f"; {note}" for note in notes)
+    plan = build_plan(rows, columns, calls, request.alpha, request.power, seeded)
+    return dataclasses.replace(plan, stream=stream, how=how)

@@ -1,0 +1,185 @@
+""":func:`check_sampler`: one calibrated verdict on a sampler written anywhere.
+
+Flow: check the arguments once and compute the target law of every row in float64 from the float32 logits the
+sampler receives (:func:`verification.planning.check.check_request`); call the sampler three times on 16 draws
+(the protocol, the reproducibility properties, the cost: :func:`.draws.pilot`); fix the calls and the tests
+(:func:`verification.planning.check.plan_check`) and declare one Holm family of that size; draw
+(:func:`.draws.draw`); run every test into the family; report (:class:`.sampler_report.SamplerReport`).  Nothing
+that is tested depends on the pilot's draws, and the sizes depend on the draws of no call (only, with
+``budget_s``, on timing).  A speculative aim takes the same request through :mod:`.speculative`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..planning.check import Plan, RowPlan, plan_check, row_plans, test_title
+from ..planning.request import DEFAULT_TV, check_request
+from ..planning.streams import MAX_SEED
+from ..stats.counts import Counts
+from ..stats.family import Family
+from ..stats.independence import lag_scan_test
+from ..stats.results import StatResult
+from ..stats.support import support_test
+from ..stats.ties import TieResult, tie_bias_test
+from .draws import Draws, draw, pilot
+from .sampler_report import SamplerReport, sampler_report
+from .speculative import check_speculative
+from .suite import run_suite
+
+__all__ = ["DEFAULT_TV", "MAX_SEED", "check_sampler"]
+
+
+def check_sampler(
+    sampler,
+    logits,
+    *,
+    target="softmax",
+    temperature=1.0,
+    alpha: float = 1e-3,
+    power: float = 0.99,
+    tv: float | None = None,
+    budget_s: float | None = None,
+    seed: int = 0,
+) -> SamplerReport:
+    """Check that ``sampler`` draws exactly from ``target`` on ``logits``: one verdict under one Holm family.
+
+    Fails (``not report.passed``) if any test's Holm-adjusted p-value is ``<= alpha``.  Guarantee: (a) an
+    exact sampler (rows, calls and seeds giving independent draws from the target) fails with probability
+    at most ``alpha``; (b) each test states the deviation it detects with probability ``>= power`` at its
+    ``n`` and its level ``alpha / m``, and a sampler off by at least that much in that test's measure passes
+    with probability at most ``1 - power``.  With ``tv`` the sizes are planned so that the chi-square tests
+    detect a total variation ``tv`` from the target in every row (over all categories: pooled mass
+    included) and the lag scans a total variation ``tv`` from independence; ``n`` grows as ``1 / tv**2``.
+
+    The sampler protocol (:mod:`verification.battery.protocol`)
+    ------------------------------------------------------------
+    ``sampler(logits, num_samples, seed) -> tokens``: ``logits`` a float32 ``torch.Tensor [B, V]`` (a fresh
+    copy each call), ``num_samples`` an int, ``seed`` an int in ``[0, 2**31)``; ``tokens`` integers of shape
+    ``[B, num_samples]`` (torch, NumPy, or anything ``numpy.asarray`` takes, e.g. JAX).  A sampler with no
+    seed parameter is called as ``sampler(logits, num_samples)``; its seed tests and reproducibility
+    properties are then skipped, and the report says so.  The temperature and filters are not passed:
+    bind them (``functools.partial``).  NumPy and JAX callables: :mod:`verification.adapters`.  A
+    speculative sampler has its own protocol (``target=speculative(...)``, :mod:`verification.runners.speculative`).
+
+    The tests (:mod:`verification.planning.check`)
+    ----------------------------------------------
+    Per row: pooled Pearson chi-square and G-test, DKWM in index and descending order, per-category
+    binomial (under- and over-drawn), the two-sided tail mass on the target's far tail (tokens 16, 12 or 8
+    nats below the top, the deepest the draws can test; none when the target has none), tie bias on the
+    largest group of tied logits, and range (every draw in ``[0, V)`` and, for a truncated target, in its
+    support).  Independence: draws ``j, j + l`` of one call (lags 1..8), adjacent rows of one call, seeds
+    ``s`` and ``s + 1``, and two calls, each a lag scan over shifts -8..8 corrected by Bonferroni over the
+    shifts, so a stream that overlaps another with a shift is found without being told the pairing.
+
+    Parameters
+    ----------
+    sampler : callable
+        See the protocol above.
+    logits : array_like or torch.Tensor, float, shape (V,) or (B, V)
+        Rows may differ; ``-inf`` masks a token.  The sampler receives them as float32 (on the device of a
+        torch input); the target is computed in float64 from those float32 values.  For a speculative
+        target: the target model's logits ``(B, K + 1, V)``.
+    target : "softmax", Target or SpeculativeTarget
+        ``verification.battery.aims.softmax()`` (default), ``top_k(k)``, ``top_p(p)``, ``min_p(p)``,
+        ``chain(...)`` or ``speculative(draft_probs)``.
+    temperature : float >= 0 or sequence of floats (one per row)
+        The temperature of the target (the sampler applies its own; 0 is greedy).
+    alpha : float in (0, 1)
+        Family-wise false-alarm rate.
+    power : float in (alpha, 1)
+        Power at which each test states its detectable deviation.
+    tv : float in (0, 1], optional
+        Total variation to plan for (default :data:`DEFAULT_TV` when ``budget_s`` is not given either).
+    budget_s : float > 0, optional
+        Seconds for the whole check: after the pilot, the draws are sized to fit 80 % of what is left
+        (an affine cost model from two timed calls), the rest is kept for the tests.
+    seed : int in [0, MAX_SEED]
+        Base seed ``s`` of the calls (:mod:`verification.planning.check` lists every call's seed).
+
+    Returns
+    -------
+    SamplerReport
+        ``.passed``, ``.tests`` (each unpacks as ``statistic, pvalue``), ``.properties``, ``.skipped``,
+        ``.to_markdown()``, ``.to_json()``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        An argument out of range, before any call (``tv`` and ``budget_s`` together included); a sampler
+        that breaks the protocol (wrong shape or dtype), at its first call.
+
+    References
+    ----------
+    .. [1] Holm, S. (1979). A simple sequentially rejective multiple test procedure. *Scandinavian
+       Journal of Statistics* 6(2), 65-70.
+    .. [2] TensorFlow Probability, ``tfp.distributions.internal.statistical_testing``: one family-wise
+       false-alarm rate split over the batch members and the tests, each with its planning twin.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> def choice(logits, num_samples, seed):
+    ...     z = logits.double().numpy()
+    ...     p = np.exp(z - z.max(1, keepdims=True))
+    ...     rng = np.random.default_rng(seed)
+    ...     return np.stack([rng.choice(len(r), num_samples, p=r / r.sum()) for r in p])
+    >>> report = check_sampler(choice, np.array([[0.0, 1.0, 2.0, 3.0]]), tv=0.1)
+    >>> report.passed, report.n
+    (True, 5896)
+    >>> statistic, pvalue = report.test("row 0: pearson")
+    """
+    t0 = time.perf_counter()
+    request = check_request(sampler, logits, target=target, temperature=temperature, alpha=alpha, power=power,
+                            tv=tv, budget_s=budget_s, seed=seed)  # fmt: skip
+    if request.speculative:
+        return check_speculative(request, started=t0)
+    rows = row_plans(request)
+    properties, cost = pilot(request)
+    plan = plan_check(request, rows, cost, time.perf_counter() - t0)
+    family = Family(alpha=request.alpha, size=len(plan.tests), name=request.call.name)
+    draws = draw(request, plan)
+    _run_tests(plan, draws, family, request.power)
+    return sampler_report(request, family, plan.tests, test_title, properties=properties, skipped=plan.skipped,
+                          shape=tuple(int(s) for s in request.values.shape), n=plan.n, stream=plan.stream,
+                          calls=draws.calls, seconds=time.perf_counter() - t0, how=plan.how)  # fmt: skip
+
+
+def _tie_test(counts: Counts, r: RowPlan, alpha: float, power: float) -> StatResult:
+    """The tie test on the draws that land in the tied group (conditional on their number)."""
+    h = np.where(r.tie, counts.histogram, 0)
+    if h.sum() == 0:
+        return TieResult("tie bias (lower half)", 0.0, 1.0, 0, alpha, power, math.inf, "lower-half mass shift",
+                         0.0, 0.5, int(r.tie.sum()), 0)  # fmt: skip
+    return tie_bias_test(Counts(h), r.probs.size, support=r.tie, alpha=alpha, power=power)
+
+
+def _run_tests(plan: Plan, d: Draws, family: Family, power: float) -> None:
+    a = family.test_alpha
+    v = plan.rows[0].probs.size
+    names = set(plan.tests)
+    for r in plan.rows:
+        prefix = f"row {r.index}: "
+        counts = d.counts[r.index]
+        if r.support >= 2:
+            run_suite(counts, r.case, power=power, family=family, prefix=prefix)
+            if prefix + "ties" in names:
+                family.add(prefix + "ties", _tie_test(counts, r, a, power))
+        family.add(prefix + "range", support_test(counts, r.probs, alpha=a, power=power))
+    sr = plan.stream_row
+    if "samples" not in names:
+        return
+    x = d.first[sr]
+    family.add("samples", lag_scan_test(x, num_categories=v, alpha=a, power=power))
+    for b0, b1 in plan.row_pairs:
+        if (b0, b1) == (0, 0):
+            family.add("rows 0-0'", lag_scan_test(*d.rows_pair, num_categories=v, alpha=a, power=power))
+        else:
+            family.add(f"rows {b0}-{b1}", lag_scan_test(d.first[b0], d.first[b1], num_categories=v, alpha=a,
+                                                        power=power))  # fmt: skip
+    if "seeds" in names:
+        family.add("seeds", lag_scan_test(x, d.second, num_categories=v, alpha=a, power=power))
+    family.add("calls", lag_scan_test(x, d.calls_stream, num_categories=v, alpha=a, power=power))
