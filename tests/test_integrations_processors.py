@@ -34,7 +34,7 @@ import flashsampling
 import verification
 from flashsampling.reference import softmax
 from flashsampling.targets import sampling_law
-from verification import targets as vt
+from verification.battery import aims as vt
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 transformers = pytest.importorskip("transformers")
