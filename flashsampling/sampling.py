@@ -34,7 +34,7 @@ import torch
 
 from ._request import lm_head_request, logits_request
 from .kernels.tiles import TileConfig
-from .topk import sample_top_k, sample_top_k_from_logits
+from .truncation import sample_truncated, sample_truncated_from_logits
 
 
 def sample(
@@ -47,6 +47,9 @@ def sample(
     host_checks: bool = True,
     tiles: TileConfig | None = None,
     top_k: int | torch.Tensor | None = None,
+    top_p: float | torch.Tensor | None = None,
+    min_p: float | torch.Tensor | None = None,
+    order: str | tuple | None = None,
 ) -> torch.Tensor:
     """Sample tokens from ``softmax(hidden @ weight.T / temperature)`` without writing the logits.
 
@@ -73,14 +76,26 @@ def sample(
         tiles fill the SMs' last round), the warp-specialized Gluon kernel
         (:func:`~flashsampling.kernels.tiles.warp_specialized_tiles`); else the Triton kernels'
         :func:`~flashsampling.kernels.tiles.default_tiles`.  Every choice gives the same tokens.  With ``top_k`` the
-        top-k kernel runs one program per tile on these block sizes (:func:`flashsampling.topk.topk_tiles_for`).
+        truncated sampler's stage 1 runs one program per tile on these block sizes
+        (:func:`flashsampling.truncation.sample_truncated`).
     top_k : int, torch.Tensor of shape (B,) (integer), or None
-        Sample from the ``k`` largest logits only (per row for a tensor): the law
-        ``verification.targets.top_k(k, ties="low_index")``, ties at the k-th logit kept by lower index
-        (:mod:`flashsampling.topk`).  Each ``k`` in ``[1, 1024]``, or ``>= V`` for no truncation; ``None`` (or
-        ``k >= V`` on every row) is the plain path, with the same tokens as without the argument.  A row whose
-        ``k`` covers its finite tokens gets the plain sampler's token for the same seed.  A tensor is read on the host
-        (a synchronization when it is on the GPU).
+        Sample from the ``k`` largest logits only (per row for a tensor): ties at the k-th logit kept by lower index
+        (``flashsampling.targets.top_k_law(k, ties="low_index")``).  Each ``k`` in ``[1, 1024]``, or ``>= V`` for no
+        truncation.
+    top_p : float, torch.Tensor of shape (B,) (floating), or None
+        Nucleus sampling: the smallest head of the ranking whose mass reaches ``p`` (``flashsampling.targets``'
+        defaults: tied logits kept together, the crossing token kept), ``p`` in ``(0, 1]`` (1: no truncation).
+    min_p : float, torch.Tensor of shape (B,) (floating), or None
+        Keep the tokens with ``P(i) >= min_p * max P``, ``min_p`` in ``[0, 1]`` (0: no truncation).
+    order : str, tuple, or None
+        How the temperature and the filters compose: a name of ``flashsampling.targets.ORDERS`` (``None``:
+        ``"transformers"``, i.e. temperature, top-k, top-p, min-p) or a tuple of steps.  The law is
+        ``flashsampling.targets.sampling_law(z, T, top_k=, top_p=, min_p=, order=, top_k_ties="low_index")``
+        (:mod:`flashsampling.truncation`), exactly, the logits never written.  With no filter (or none that
+        truncates any row) this is the plain path, with the same tokens as without the arguments; a row whose
+        filters keep every token gets the plain sampler's token for the same seed.  Tensors are read on the host,
+        and a truncated call synchronizes once after its second stage (rows its lists cannot decide take an exact
+        fallback that recomputes their logits).
 
     Returns
     -------
@@ -92,9 +107,10 @@ def sample(
         Bad arguments (named in the message); NaN/inf logits when ``host_checks``.
     """
     request, V = lm_head_request(hidden, weight, temperature=temperature, seed=seed, num_samples=num_samples,
-                                 host_checks=host_checks, device_seed=True, top_k=top_k)  # fmt: skip
-    if request.top_k is not None:
-        return sample_top_k(request, hidden, weight, request.top_k, tiles)
+                                 host_checks=host_checks, device_seed=True, top_k=top_k, top_p=top_p, min_p=min_p,
+                                 order=order)  # fmt: skip
+    if request.truncation is not None:
+        return sample_truncated(request, hidden, weight, request.truncation, tiles)
     # A greedy row's score is z, noise or not (its noise is multiplied by 0): a number temperature of 0 skips the
     # noise's work, with the same tokens (15-26% faster at B = 256: the no-noise runs of
     # benchmarks/results/coop_probe_h200.json).
@@ -112,6 +128,9 @@ def sample_from_logits(
     block_b: int | None = None,
     block_v: int | None = None,
     top_k: int | torch.Tensor | None = None,
+    top_p: float | torch.Tensor | None = None,
+    min_p: float | torch.Tensor | None = None,
+    order: str | tuple | None = None,
 ) -> torch.Tensor:
     """Sample from ``softmax(logits / temperature)`` with the same noise path as :func:`sample`.
 
@@ -126,7 +145,7 @@ def sample_from_logits(
         As in :func:`sample`.
     block_b, block_v : int or None
         Tile sizes (powers of two); the tokens do not depend on them.
-    top_k : int, torch.Tensor of shape (B,) (integer), or None
+    top_k, top_p, min_p, order
         As in :func:`sample`.
 
     Returns
@@ -134,8 +153,9 @@ def sample_from_logits(
     torch.Tensor, int64, shape (B, num_samples)
     """
     request, V = logits_request(logits, temperature=temperature, seed=seed, num_samples=num_samples,
-                                host_checks=host_checks, device_seed=True, top_k=top_k)  # fmt: skip
-    if request.top_k is not None:
-        return sample_top_k_from_logits(request, logits, request.top_k, block_b, block_v)
+                                host_checks=host_checks, device_seed=True, top_k=top_k, top_p=top_p, min_p=min_p,
+                                order=order)  # fmt: skip
+    if request.truncation is not None:
+        return sample_truncated_from_logits(request, logits, request.truncation, block_b, block_v)
     parts, _ = request.logits_stage1(logits, block_b, block_v)
     return request.reduce_and_finish(parts, V)
