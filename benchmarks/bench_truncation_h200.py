@@ -164,8 +164,10 @@ def fused_details(h, w, kind: str, value, tiles: TileConfig | None = None) -> di
         tokens, flags, status = launch2(*args, **kwargs)
         if kwargs.get("given") is not None:
             seen["host_rows"] += int(status.numel())
-        elif kwargs.get("row_ids") is None:
+        elif kwargs.get("redo") is None:
             seen["fallback_rows"] += int((status == 1).sum())
+        else:
+            seen["undecided_rows"] = int((status == 3).sum())
         return tokens, flags, status
 
     truncation.launch_truncation_stage1, truncation.launch_truncation_stage2 = stage1, stage2

@@ -163,7 +163,7 @@ def truncation_kernels() -> dict:
              "logits_ptr": "*fp32", "row_id_ptr": "*i32", "k_ptr": "*i32", "p_ptr": "*fp64", "log_min_p_ptr": "*fp64",
              "temp_ptr": "*fp64", "given_v_ptr": "*i32", "given_b_ptr": "*i32", "kz_ptr": "*fp32", "ki_ptr": "*i32",
              "kw_ptr": "*fp64", "token_ptr": "*i64", "row_flag_ptr": "*i32", "status_ptr": "*i32",
-             "rel_err": "fp64"}  # fmt: skip
+             "rel_err": "fp64", "stride_cb": "i64", "stride_cv": "i64"}  # fmt: skip
 
     def ints(fn):
         return {n: types.get(n, "i32") for n in fn.arg_names}
@@ -178,6 +178,14 @@ def truncation_kernels() -> dict:
             t = truncation.truncation_tiles(B, 2, full)
             const = {"stride_hd": 1, "stride_wd": 1, "WIDE_K": False, **t.matmul_constants(False),
                      **epilogue(mass, full), "WRITE": False}  # fmt: skip
+            if B == 64 and not mass and not full:  # the fallback's recomputation of the logits, at the same tiles
+                write = {**const, "WRITE": True}
+                out["triton-truncation-stage1-b64-write"] = lambda t=t, c=write: compile_triton(
+                    truncation.truncation_stage1_kernel,
+                    ints(truncation.truncation_stage1_kernel),
+                    c,
+                    {"num_warps": t.num_warps, "num_stages": t.num_stages},
+                )
             name = f"triton-truncation-stage1-b{B}" + ("-mass" if mass else "") + ("-full" if full else "")
             out[name] = lambda t=t, c=const: compile_triton(
                 truncation.truncation_stage1_kernel,
@@ -192,14 +200,16 @@ def truncation_kernels() -> dict:
     )  # fmt: skip
     chains = {"topk": (1, 2 | 16, 0, 0), "default": (1, 2 | 16, 3 | 16, 4 | 16)}
     for name, steps in chains.items():
-        for given in (False, True):
-            if given and name == "topk":
+        for mode in ("lists", "redo", "given"):
+            if mode != "lists" and name == "topk":
                 continue
-            const = {"BLOCK_R": 1, "CH": 4096, "BLOCK_T": 1024, "LIST": 16, "MASS": name != "topk",
-                     "WEIGHTS": name != "topk", "TOP_P_SCALED": True, "STEP0": steps[0], "STEP1": steps[1],
-                     "STEP2": steps[2], "STEP3": steps[3], "GIVEN": given, "ROW_IDS": given, "N_ROUNDS": 10,
-                     "NOISE": True}  # fmt: skip
-            out[f"triton-truncation-stage2-{name}" + ("-given" if given else "")] = lambda c=const: compile_triton(
+            whole = mode != "lists"
+            const = {"BLOCK_R": 1, "CH": 4096, "CAP": 1 if whole else 8192, "BLOCK_T": 1024, "LIST": 0 if whole else 16,
+                     "MASS": name != "topk" and not whole, "WEIGHTS": name != "topk", "TOP_P_SCALED": True,
+                     "STEP0": steps[0], "STEP1": steps[1], "STEP2": steps[2], "STEP3": steps[3], "COLUMNS": whole,
+                     "REDO": mode == "redo", "FORCE": mode == "redo", "GIVEN": mode == "given",
+                     "ROW_IDS": mode == "given", "N_ROUNDS": 10, "NOISE": True}  # fmt: skip
+            out[f"triton-truncation-stage2-{name}-{mode}"] = lambda c=const: compile_triton(
                 truncation_stage2.truncation_stage2_kernel, ints(truncation_stage2.truncation_stage2_kernel), c,
                 {"num_warps": 8},
             )  # fmt: skip

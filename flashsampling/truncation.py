@@ -34,6 +34,7 @@ device seed is refused with these arguments.
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -53,7 +54,7 @@ from .kernels.truncation import (
     truncation_tiles,
 )
 from .kernels.truncation_stage2 import (
-    STATUS_FALLBACK,
+    STATUS_UNDECIDED,
     STEP_JOINT,
     STEP_MIN_P,
     STEP_SCALED,
@@ -136,7 +137,8 @@ def _tensor_values(name: str, value: torch.Tensor, batch: int, device: torch.dev
     if value.dtype not in dtypes:
         raise TypeError(f"{name}.dtype={value.dtype} is not supported; {name} must be {kind}")
     if tuple(value.shape) != (batch,):
-        raise ValueError(f"{name} must be a number or a tensor of shape (B,) = ({batch},), got shape "
+        what = "an int" if dtypes is INT_DTYPES else "a number"
+        raise ValueError(f"{name} must be {what} or a tensor of shape (B,) = ({batch},), got shape "
                          f"{tuple(value.shape)}")  # fmt: skip
     if value.device.type != "cpu" and not same_device(value.device, device):
         raise ValueError(f"{name}.device={value.device} differs from the inputs' device {device}")
@@ -254,23 +256,43 @@ def truncation_rows(top_k, top_p, min_p, order, batch: int, V: int, device: torc
         return None
     k_host = ks if ks is not None else np.zeros(batch, dtype=np.int64)
     p_host = np.where(on["top_p"], ps if ps is not None else 2.0, 2.0)
-    with np.errstate(divide="ignore"):
-        lmp_host = np.where(on["min_p"], np.log(np.where(on["min_p"], qs if qs is not None else 1.0, 1.0)), -np.inf)
     codes, p_scaled = order_steps(steps)
     kept = int(k_host[truncated].max()) if on["top_k"][truncated].all() else ASSUMED_KEPT
-    plain = ~truncated
+    k, p, log_min_p = _device_rows(top_k, top_p, min_p, batch, V, device)
+    plain = None
+    if not truncated.all():
+        plain = (k == 0) & (p >= 1.0) & (log_min_p == -math.inf)
     return Truncation(
-        k=torch.tensor(k_host, dtype=torch.int32).to(device),
-        p=torch.tensor(p_host, dtype=torch.float64).to(device),
-        log_min_p=torch.tensor(lmp_host, dtype=torch.float64).to(device),
+        k=k,
+        p=p,
+        log_min_p=log_min_p,
         host={"k": k_host, "p": np.where(on["top_p"], p_host, np.nan),
               "min_p": np.where(on["min_p"], qs if qs is not None else np.nan, np.nan), "order": steps},
         steps=codes,
-        plain_rows=torch.tensor(plain).to(device) if plain.any() else None,
+        plain_rows=plain,
         kept=kept,
         mass=_needs_full_mass(steps, on),
         top_p_scaled=p_scaled,
     )  # fmt: skip
+
+
+def _device_rows(top_k, top_p, min_p, batch: int, V: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The checked filters per row on the device -- int32 ``k`` (0: none), float64 ``p`` (2: none), float64
+    ``log(min_p)`` (``-inf``: none) -- filled there for a number, computed there from a tensor: no copy from the host
+    (which would wait for the stream)."""
+
+    def rows(value, dtype):
+        if isinstance(value, torch.Tensor):
+            return value.detach().to(device=device, dtype=dtype)
+        return torch.full((batch,), value if value is not None else 0, dtype=dtype, device=device)
+
+    k = rows(top_k, torch.int64)
+    k = torch.where(k >= V, 0, k).to(torch.int32) if top_k is not None else k.to(torch.int32)
+    p = rows(top_p, torch.float64)
+    p = torch.where(p < 1.0, p, 2.0) if top_p is not None else p + 2.0
+    q = rows(min_p, torch.float64)
+    log_min_p = torch.where(q > 0, torch.log(torch.where(q > 0, q, 1.0)), -math.inf)
+    return k, p, log_min_p
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,7 +328,7 @@ def _list_for(trunc: Truncation, block_v: int, V: int) -> int:
 
 def sample_truncated(request: Request, hidden: torch.Tensor, weight: torch.Tensor, trunc: Truncation,
                      tiles: TileConfig | None = None) -> torch.Tensor:  # fmt: skip
-    """Stage 1 on ``hidden @ weight.T``, stage 2, the finish and the fallback; the tokens, int64 ``[B, S]``."""
+    """Stage 1 on ``hidden @ weight.T``, stage 2, the fallback and the finish; the tokens, int64 ``[B, S]``."""
     B = hidden.shape[0]
     V = weight.shape[0]
     full = trunc.plain_rows is not None
@@ -318,13 +340,12 @@ def sample_truncated(request: Request, hidden: torch.Tensor, weight: torch.Tenso
     temp = row_temperatures(request, B, hidden.device)
     LIST = _list_for(trunc, tiles.block_v, V)
     lo, hi = request.seed_words
-    mass_t = _mass_scale(trunc, temp)
-    lists = launch_truncation_stage1(hidden, weight, request.inv_temp, mass_t, lo, hi, request.num_samples, LIST,
-                                     tiles, mass=trunc.mass and LIST < tiles.block_v, full=full,
-                                     noise=request.noise)  # fmt: skip
+    lists = launch_truncation_stage1(hidden, weight, request.inv_temp, _mass_scale(trunc, temp), lo, hi,
+                                     request.num_samples, LIST, tiles, mass=trunc.mass and LIST < tiles.block_v,
+                                     full=full, noise=request.noise)  # fmt: skip
 
-    def logits_of(rows: torch.Tensor) -> torch.Tensor:
-        return launch_write_logits(hidden[rows].contiguous(), weight, tiles)
+    def logits_of(status: torch.Tensor) -> torch.Tensor:
+        return launch_write_logits(hidden, weight, tiles, status)
 
     return _finish(request, trunc, lists, temp, tiles.block_v, V, logits_of)
 
@@ -332,7 +353,7 @@ def sample_truncated(request: Request, hidden: torch.Tensor, weight: torch.Tenso
 def sample_truncated_from_logits(request: Request, logits: torch.Tensor, trunc: Truncation, block_b: int | None = None,
                                  block_v: int | None = None) -> torch.Tensor:  # fmt: skip
     """Stage 1 on given ``logits [B, V]`` (block sizes as :func:`~flashsampling.kernels.tiles.logits_tiles`), stage 2,
-    the finish and the fallback; the tokens, int64 ``[B, S]``."""
+    the fallback and the finish; the tokens, int64 ``[B, S]``."""
     B, V = logits.shape
     bb, bv = logits_tiles(B, V, block_b, block_v)
     temp = row_temperatures(request, B, logits.device)
@@ -341,11 +362,7 @@ def sample_truncated_from_logits(request: Request, logits: torch.Tensor, trunc: 
     lists = launch_truncation_logits_stage1(logits, request.inv_temp, _mass_scale(trunc, temp), lo, hi,
                                             request.num_samples, LIST, bb, bv, mass=trunc.mass and LIST < bv,
                                             full=trunc.plain_rows is not None, noise=request.noise)  # fmt: skip
-
-    def logits_of(rows: torch.Tensor) -> torch.Tensor:
-        return logits[rows].float().contiguous()
-
-    return _finish(request, trunc, lists, temp, bv, V, logits_of)
+    return _finish(request, trunc, lists, temp, bv, V, lambda status: logits)
 
 
 def _mass_scale(trunc: Truncation, temp: torch.Tensor) -> torch.Tensor:
@@ -357,17 +374,20 @@ def _mass_scale(trunc: Truncation, temp: torch.Tensor) -> torch.Tensor:
 
 def _finish(request: Request, trunc: Truncation, lists: dict, temp: torch.Tensor, block_v: int, V: int,
             logits_of) -> torch.Tensor:  # fmt: skip
-    """Stage 2, the plain rows, the finish (flags raised) and the exact fallback for the rows stage 2 could not
-    decide; the tokens, int64 ``[B, S]``."""
+    """Stage 2 on the lists, the plain rows, the device fallback on the rows stage 2 left undecided (their whole
+    logits, ``logits_of(status)``: every launch made, none waited for), then the finish: with ``host_checks`` the
+    flags raised and the rows whose float64 decision was within its bound redone by the law on the host, in the
+    call's one synchronization.  The tokens, int64 ``[B, S]``."""
     lo, hi = request.seed_words
     S = request.num_samples
     T, LIST = lists["T"], lists["list"]
     N = T * LIST
     edge = LIST if LIST < block_v else 0  # a list as wide as its tile is complete: no token is left out
+    params = _params(request, trunc, temp)
     tokens, row_flags, status = launch_truncation_stage2(
-        lists["cand_z"], lists["cand_i"], lists["mass"], lists["flags"], _params(request, trunc, temp), trunc.steps,
-        S, lo, hi, V, LIST=edge, mass=trunc.mass and edge > 0, top_p_scaled=trunc.top_p_scaled,
-        rel_err=relative_error(block_v, T, N), noise=request.noise,
+        lists["cand_z"], lists["cand_i"], lists["mass"], lists["flags"], params, trunc.steps, S, lo, hi, V, LIST=edge,
+        mass=trunc.mass and edge > 0, top_p_scaled=trunc.top_p_scaled, rel_err=relative_error(block_v, T, N),
+        noise=request.noise,
     )  # fmt: skip
     if trunc.plain_rows is not None:
         part_max, part_key, part_idx, _ = lists["plain"]
@@ -375,46 +395,42 @@ def _finish(request: Request, trunc: Truncation, lists: dict, temp: torch.Tensor
         rows = trunc.plain_rows[:, None]
         tokens = torch.where(rows, plain_tokens, tokens)
         row_flags = torch.where(rows, plain_flags, row_flags)
-    request.finish(row_flags)
-    clean = row_flags.amax(dim=1) == 0
-    if request.temp_flags is not None:
-        clean &= request.temp_flags == 0
-    need = ((status == STATUS_FALLBACK) & clean).nonzero().flatten()  # the synchronization
-    if need.numel():
-        tokens[need] = fallback(request, trunc, logits_of(need), need, temp, V)
+    z = logits_of(status)
+    no_flags = torch.zeros((1, 1), dtype=torch.int32, device=z.device)
+    launch_truncation_stage2(z, z, no_flags, no_flags, params, trunc.steps, S, lo, hi, V, LIST=0, mass=False,
+                             top_p_scaled=trunc.top_p_scaled, rel_err=relative_error(0, 1, V), noise=request.noise,
+                             columns=True, redo=(tokens, row_flags, status))  # fmt: skip
+    if request.host_checks:
+        request.finish(row_flags)  # the call's one synchronization
+        undecided = status == STATUS_UNDECIDED
+        if request.temp_flags is not None:
+            undecided &= request.temp_flags == 0
+        rows = undecided.nonzero().flatten()
+        if rows.numel():
+            tokens[rows] = host_decided(request, trunc, z, rows, temp, V)
     return tokens
 
 
-def fallback(request: Request, trunc: Truncation, z: torch.Tensor, rows: torch.Tensor, temp: torch.Tensor,
-             V: int) -> torch.Tensor:  # fmt: skip
-    """The exact path for ``rows`` whose lists did not decide: stage 2 on their whole fp32 logits ``z [n, V]``
-    (the noise keyed by the original rows), then, for a row whose float64 decision is still within its bound, the
-    law on the host (:func:`exact_threshold`).  Returns the rows' tokens ``[n, S]``."""
+def host_decided(request: Request, trunc: Truncation, z: torch.Tensor, rows: torch.Tensor, temp: torch.Tensor,
+                 V: int) -> torch.Tensor:  # fmt: skip
+    """The tokens ``[n, S]`` of ``rows`` whose float64 decision on the whole row was within its error bound: the
+    threshold from the law itself on the host (:func:`exact_threshold`), the draw by stage 2 with it given (the
+    noise keyed by the original rows)."""
     lo, hi = request.seed_words
-    S = request.num_samples
-    n = z.shape[0]
-    idx = torch.arange(V, dtype=torch.int32, device=z.device).expand(n, V).contiguous()
-    flags = torch.zeros((n, 1), dtype=torch.int32, device=z.device)
+    zr = z[rows].float().contiguous()
+    z_host = zr.cpu().numpy()
+    host = trunc.host
+    given = [exact_threshold(z_host[j], float(temp[r]), host["k"][r], host["p"][r], host["min_p"][r], host["order"])
+             for j, r in enumerate(rows.tolist())]  # fmt: skip
+    gv = torch.tensor([g[0] for g in given], dtype=torch.int32, device=z.device)
+    gb = torch.tensor([g[1] for g in given], dtype=torch.int32, device=z.device)
     params = _params(request, trunc, temp, rows)
-    rid = rows.to(torch.int32)
-    common = dict(LIST=0, mass=False, top_p_scaled=trunc.top_p_scaled, rel_err=relative_error(0, 1, V),
-                  row_ids=rid, noise=request.noise)  # fmt: skip
-    tokens, _, status = launch_truncation_stage2(z, idx, flags, flags, params, trunc.steps, S, lo, hi, V, **common)
-    still = (status == STATUS_FALLBACK).nonzero().flatten()
-    if still.numel():
-        z_host = z[still].cpu().numpy()
-        host = trunc.host
-        rows_host = rows[still].cpu().numpy()
-        given = [exact_threshold(z_host[j], float(temp[rows[still[j]]]), host["k"][r], host["p"][r], host["min_p"][r],
-                                 host["order"]) for j, r in enumerate(rows_host)]  # fmt: skip
-        gv = torch.tensor([g[0] for g in given], dtype=torch.int32, device=z.device)
-        gb = torch.tensor([g[1] for g in given], dtype=torch.int32, device=z.device)
-        sub = {key: value[still] for key, value in params.items()}
-        sure, _, _ = launch_truncation_stage2(
-            z[still].contiguous(), idx[still].contiguous(), flags[still], flags[still], sub, trunc.steps, S, lo, hi, V,
-            given=(gv, gb), **{**common, "row_ids": rid[still]},
-        )  # fmt: skip
-        tokens[still] = sure
+    no_flags = torch.zeros((1, 1), dtype=torch.int32, device=z.device)
+    tokens, _, _ = launch_truncation_stage2(
+        zr, zr, no_flags, no_flags, params, trunc.steps, request.num_samples, lo, hi, V, LIST=0, mass=False,
+        top_p_scaled=trunc.top_p_scaled, rel_err=relative_error(0, 1, V), row_ids=rows.to(torch.int32),
+        given=(gv, gb), noise=request.noise, columns=True,
+    )  # fmt: skip
     return tokens
 
 

@@ -198,7 +198,13 @@ def kernels() -> dict:
         {"BLOCK_B": 4, "BLOCK_V": 256, "N_ROUNDS": 10},
     )
 
-    lists = {"cand_i_ptr": "*i32", "mass_ptr": "*fp64", "mass_t_ptr": "*fp64", "logits_ptr": "*fp32"}
+    lists = {
+        "cand_i_ptr": "*i32",
+        "mass_ptr": "*fp64",
+        "mass_t_ptr": "*fp64",
+        "logits_ptr": "*fp32",
+        "status_ptr": "*i32",
+    }
     trunc_epi = {"LIST": 16, "MASS": True, "FULL": True, "N_ROUNDS": 10, "PAIRED": True, "NOISE": True}
     for write in (False, True):
         out[f"truncation-stage1{'-write' if write else ''}"] = lambda w=write: make_ir(
@@ -212,12 +218,14 @@ def kernels() -> dict:
           "log_min_p_ptr": "*fp64", "temp_ptr": "*fp64", "given_v_ptr": "*i32", "given_b_ptr": "*i32",
           "ki_ptr": "*i32", "kw_ptr": "*fp64", "token_ptr": "*i64", "status_ptr": "*i32",
           "rel_err": "fp64"}  # fmt: skip
-    for given in (False, True):
-        out[f"truncation-stage2{'-given' if given else ''}"] = lambda g=given: make_ir(
+    for mode in ("lists", "redo", "given"):
+        whole = mode != "lists"
+        out[f"truncation-stage2-{mode}"] = lambda m=mode, w=whole: make_ir(
             truncation_stage2.truncation_stage2_kernel, _signature(truncation_stage2.truncation_stage2_kernel, **s2),
-            {"BLOCK_R": 1, "CH": 4096, "BLOCK_T": 1024, "LIST": 16, "MASS": True, "WEIGHTS": True,
-             "TOP_P_SCALED": True, "STEP0": 1, "STEP1": 2 | 16, "STEP2": 3 | 16, "STEP3": 4 | 16, "GIVEN": g,
-             "ROW_IDS": True, "N_ROUNDS": 10, "NOISE": True})  # fmt: skip
+            {"BLOCK_R": 1, "CH": 4096, "CAP": 1 if w else 8192, "BLOCK_T": 1024, "LIST": 0 if w else 16,
+             "MASS": not w, "WEIGHTS": True, "TOP_P_SCALED": True, "STEP0": 1, "STEP1": 2 | 16, "STEP2": 3 | 16,
+             "STEP3": 4 | 16, "COLUMNS": w, "REDO": m == "redo", "FORCE": m == "redo", "GIVEN": m == "given",
+             "ROW_IDS": m == "given", "N_ROUNDS": 10, "NOISE": True})  # fmt: skip
 
     def gluon() -> str:
         from triton.runtime.jit import mangle_type

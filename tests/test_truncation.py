@@ -32,22 +32,26 @@ V = 400
 
 
 class Paths:
-    """Counts the rows of each stage-2 launch by path: ``fast`` (decided from the lists), ``whole`` (the fallback's
-    stage 2 on whole rows), ``host`` (the law's threshold given), ``undecided`` (rows a launch sent on)."""
+    """Counts the rows of each stage-2 launch by path: ``fast`` (decided from the lists), ``sent`` (sent from the
+    lists to the fallback), ``whole`` (decided by the fallback on whole rows), ``undecided`` (the fallback's float64
+    decision within its bound), ``host`` (the law's threshold given)."""
 
     def __init__(self) -> None:
-        self.fast = self.whole = self.host = self.undecided = 0
+        self.fast = self.sent = self.whole = self.undecided = self.host = 0
 
     def __call__(self, *args, **kwargs):
+        redo = kwargs.get("redo")
+        before = redo[2].clone() if redo is not None else None
         tokens, flags, status = launch(*args, **kwargs)
-        s = status.tolist()
         if kwargs.get("given") is not None:
-            self.host += len(s)
-        elif kwargs.get("row_ids") is not None:
-            self.whole += s.count(stage2.STATUS_DRAWN)
+            self.host += status.numel()
+        elif redo is not None:
+            was = before == stage2.STATUS_FALLBACK
+            self.whole += int((was & (status == stage2.STATUS_DRAWN)).sum())
+            self.undecided += int((was & (status == stage2.STATUS_UNDECIDED)).sum())
         else:
-            self.fast += s.count(stage2.STATUS_DRAWN)
-        self.undecided += s.count(stage2.STATUS_FALLBACK)
+            self.fast += int((status == stage2.STATUS_DRAWN).sum())
+            self.sent += int((status == stage2.STATUS_FALLBACK).sum())
         return tokens, flags, status
 
 
@@ -107,7 +111,7 @@ def test_lists_too_short_take_the_fallback(paths, monkeypatch, name):
     """Two entries per 64-column tile hold none of these kept sets: the rows go through the whole-row stage 2."""
     monkeypatch.setattr(truncation, "LIST_OVERRIDE", 2)
     _check(_logits(2, scale=0.7), 0.9, seed=4, **FILTERS[name])
-    assert paths.undecided >= 2 and paths.whole >= 2
+    assert paths.sent >= 2 and paths.whole >= 2
 
 
 def test_top_p_alone_uses_the_tiles_masses(paths):
@@ -227,3 +231,13 @@ def test_list_length_covers_the_expected_kept_tokens_per_tile():
     assert list_length(1024, 1024, 128256) == 32
     assert list_length(1024, 64, 100) == 64  # never more than the tile
     assert math.isclose(truncation.relative_error(0, 1, 0), 301 * 2.0**-53 * 1.01)
+
+
+def test_without_host_checks_a_decision_within_its_bound_is_taken_in_float64(paths):
+    """``host_checks=False`` never synchronizes: a row whose float64 decision on its whole logits is within the error
+    bound is drawn with that decision (status ``STATUS_UNDECIDED``), not redone by the law on the host."""
+    z, s = _two_levels()
+    got = flashsampling.sample_from_logits(z, temperature=1.0, seed=5, num_samples=64, top_p=3.0 / s,
+                                           host_checks=False)  # fmt: skip
+    assert paths.undecided == 1 and paths.host == 0
+    assert int(got.min()) >= 0 and int(got.max()) < z.shape[1]

@@ -150,6 +150,7 @@ def truncation_stage1_kernel(
     part_idx_ptr,
     lse_ptr,
     logits_ptr,
+    status_ptr,
     B,
     V,
     D,
@@ -176,7 +177,8 @@ def truncation_stage1_kernel(
     NOISE: tl.constexpr,
 ):
     """``(B,D) @ (D,V) -> per tile and row its first LIST (z, index)`` (z accumulated in fp32); with ``WRITE`` the
-    logits ``(B, V)`` themselves."""
+    logits ``(B, V)`` themselves, of the rows whose stage-2 status is ``STATUS_FALLBACK`` (a tile without one
+    returns at once)."""
     pid = tl.program_id(0)
     num_b_tiles = tl.cdiv(B, BLOCK_SIZE_B)
     num_v_tiles = tl.cdiv(V, BLOCK_SIZE_V)
@@ -188,13 +190,19 @@ def truncation_stage1_kernel(
     col_ok = cols < V
     rows64 = rows.to(tl.int64)
     cols64 = cols.to(tl.int64)
-    acc = tile_logits(
-        h_ptr, w_ptr, rows64, cols64, row_ok, col_ok, D, stride_hb, stride_hd, stride_wv, stride_wd,
-        WIDE_K, BLOCK_SIZE_B, BLOCK_SIZE_V, BLOCK_SIZE_D, UPCAST, INPUT_PRECISION,
-    )  # fmt: skip
     if WRITE:
-        tl.store(logits_ptr + rows64[:, None] * V + cols64[None, :], acc, mask=row_ok[:, None] & col_ok[None, :])
+        redo = row_ok & (tl.load(status_ptr + rows64, mask=row_ok, other=0) == 1)  # STATUS_FALLBACK
+        if tl.max(redo.to(tl.int32), axis=0) > 0:
+            acc = tile_logits(
+                h_ptr, w_ptr, rows64, cols64, row_ok, col_ok, D, stride_hb, stride_hd, stride_wv, stride_wd,
+                WIDE_K, BLOCK_SIZE_B, BLOCK_SIZE_V, BLOCK_SIZE_D, UPCAST, INPUT_PRECISION,
+            )  # fmt: skip
+            tl.store(logits_ptr + rows64[:, None] * V + cols64[None, :], acc, mask=redo[:, None] & col_ok[None, :])
     else:
+        acc = tile_logits(
+            h_ptr, w_ptr, rows64, cols64, row_ok, col_ok, D, stride_hb, stride_hd, stride_wv, stride_wd,
+            WIDE_K, BLOCK_SIZE_B, BLOCK_SIZE_V, BLOCK_SIZE_D, UPCAST, INPUT_PRECISION,
+        )  # fmt: skip
         inv_temp = tl.load(inv_temp_ptr + rows64, mask=row_ok, other=1.0)
         mass_t = tl.load(mass_t_ptr + rows64, mask=row_ok, other=1.0)
         list_epilogue(
@@ -322,7 +330,7 @@ def launch_truncation_stage1(hidden, weight, inv_temp, mass_t, seed_lo, seed_hi,
     consts = epilogue_constants(LIST, mass=mass, full=full, noise=noise, col_offset=col_offset)
     direct(truncation_stage1_kernel)[(cdiv(B, tiles.block_b) * T,)](
         hidden, weight, inv_temp, mass_t, out["cand_z"], out["cand_i"], out["mass"], out["flags"], *out["plain"],
-        out["cand_z"], B, V, D, col_offset, num_samples, seed_lo, seed_hi,
+        out["cand_z"], out["flags"], B, V, D, col_offset, num_samples, seed_lo, seed_hi,
         hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
         wide_k_offsets(hidden, weight, tiles.block_d),
         **tiles.matmul_constants(upcast_inputs(hidden, weight)), **consts, WRITE=False, **tiles.launch_options(),
@@ -330,19 +338,22 @@ def launch_truncation_stage1(hidden, weight, inv_temp, mass_t, seed_lo, seed_hi,
     return out
 
 
-def launch_write_logits(hidden, weight, tiles: TileConfig) -> torch.Tensor:
+def launch_write_logits(hidden, weight, tiles: TileConfig, status: torch.Tensor | None = None) -> torch.Tensor:
     """The fp32 logits ``hidden @ weight.T`` ``[B, V]`` from :func:`truncation_stage1_kernel` with ``WRITE``: the
     same K loop at the same tiles as the lists were computed with, so the same bits for a row (the fallback's
-    recomputation of the rows whose lists did not suffice)."""
+    recomputation).  With ``status`` (int32 ``[B]``, stage 2's) only the rows marked ``STATUS_FALLBACK`` are
+    computed and written (the others are left unwritten; a tile of rows without one costs a load and returns)."""
     B, D = hidden.shape
     V = weight.shape[0]
     T = cdiv(V, tiles.block_v)
     logits = torch.empty((B, V), dtype=torch.float32, device=hidden.device)
     f = torch.empty(1, dtype=torch.float32, device=hidden.device)
     i = torch.empty(1, dtype=torch.int64, device=hidden.device)
+    if status is None:
+        status = torch.ones(B, dtype=torch.int32, device=hidden.device)
     consts = epilogue_constants(16, mass=False, full=False, noise=False, col_offset=0)
     direct(truncation_stage1_kernel)[(cdiv(B, tiles.block_b) * T,)](
-        hidden, weight, f, f.double(), f, i.int(), f.double(), i.int(), f, i, i, f, logits,
+        hidden, weight, f, f.double(), f, i.int(), f.double(), i.int(), f, i, i, f, logits, status,
         B, V, D, 0, 1, 0, 0, hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
         wide_k_offsets(hidden, weight, tiles.block_d),
         **tiles.matmul_constants(upcast_inputs(hidden, weight)), **consts, WRITE=True, **tiles.launch_options(),
