@@ -338,7 +338,7 @@ def sample_truncated(request: Request, hidden: torch.Tensor, weight: torch.Tenso
         tiles = TileConfig(tiles.block_b, tiles.block_v, tiles.block_d, tiles.num_warps, tiles.num_stages,
                            max_registers=tiles.max_registers)  # fmt: skip
     temp = row_temperatures(request, B, hidden.device)
-    LIST = _list_for(trunc, tiles.block_v, V)
+    LIST = min(_list_for(trunc, tiles.block_v, V), tiles.block_v)
     lo, hi = request.seed_words
     lists = launch_truncation_stage1(hidden, weight, request.inv_temp, _mass_scale(trunc, temp), lo, hi,
                                      request.num_samples, LIST, tiles, mass=trunc.mass and LIST < tiles.block_v,
@@ -396,8 +396,9 @@ def _finish(request: Request, trunc: Truncation, lists: dict, temp: torch.Tensor
         tokens = torch.where(rows, plain_tokens, tokens)
         row_flags = torch.where(rows, plain_flags, row_flags)
     z = logits_of(status)
-    no_flags = torch.zeros((1, 1), dtype=torch.int32, device=z.device)
-    launch_truncation_stage2(z, z, no_flags, no_flags, params, trunc.steps, S, lo, hi, V, LIST=0, mass=False,
+    no_flags = torch.zeros((z.shape[0], 1), dtype=torch.int32, device=z.device)  # one (clear) flag per row
+    no_mass = torch.zeros(1, dtype=torch.float64, device=z.device)
+    launch_truncation_stage2(z, z, no_mass, no_flags, params, trunc.steps, S, lo, hi, V, LIST=0, mass=False,
                              top_p_scaled=trunc.top_p_scaled, rel_err=relative_error(0, 1, V), noise=request.noise,
                              columns=True, redo=(tokens, row_flags, status))  # fmt: skip
     if request.host_checks:
@@ -425,9 +426,10 @@ def host_decided(request: Request, trunc: Truncation, z: torch.Tensor, rows: tor
     gv = torch.tensor([g[0] for g in given], dtype=torch.int32, device=z.device)
     gb = torch.tensor([g[1] for g in given], dtype=torch.int32, device=z.device)
     params = _params(request, trunc, temp, rows)
-    no_flags = torch.zeros((1, 1), dtype=torch.int32, device=z.device)
+    no_flags = torch.zeros((rows.numel(), 1), dtype=torch.int32, device=z.device)
     tokens, _, _ = launch_truncation_stage2(
-        zr, zr, no_flags, no_flags, params, trunc.steps, request.num_samples, lo, hi, V, LIST=0, mass=False,
+        zr, zr, torch.zeros(1, dtype=torch.float64, device=z.device), no_flags, params, trunc.steps,
+        request.num_samples, lo, hi, V, LIST=0, mass=False,
         top_p_scaled=trunc.top_p_scaled, rel_err=relative_error(0, 1, V), row_ids=rows.to(torch.int32),
         given=(gv, gb), noise=request.noise, columns=True,
     )  # fmt: skip
