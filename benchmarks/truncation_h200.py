@@ -220,8 +220,8 @@ def twin_check(V: int, D: int, B: int, S: int) -> dict:
 
 def pytest_gpu(out_dir: Path, timeout: float) -> dict:
     """The GPU tests in a subprocess, with a timeout; the tail of their output."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests/test_truncation_gpu.py",
-           "tests/test_topk_stats.py", "tests/test_device_seed.py", "-k", "not interpreter"]  # fmt: skip
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_truncation_gpu.py",
+           "tests/test_topk_stats.py", "tests/test_device_seed.py"]  # fmt: skip
     t0 = time.monotonic()
     try:
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
@@ -254,7 +254,7 @@ def tile_sweep(V: int, D: int, rep_ms: float) -> dict:
         h = data.hidden(V, D, B, "random")
         plain = bench.time_ms(bench.plain_call(h, w), rep_ms)
         row = {"plain_fused_ms": plain}
-        for kind, value in (("k", 50), ("k", 1024), ("p", 0.9)):
+        for kind, value in (("k", 1024),):  # one list length: each tile configuration is one more compile
             for cfg in configs:
                 bb, bv, bd, warps, stages = cfg
                 tiles = TileConfig(bb, bv, bd, num_warps=warps, num_stages=stages)
