@@ -163,7 +163,7 @@ def truncation_kernels() -> dict:
              "logits_ptr": "*fp32", "row_id_ptr": "*i32", "k_ptr": "*i32", "p_ptr": "*fp64", "log_min_p_ptr": "*fp64",
              "temp_ptr": "*fp64", "given_v_ptr": "*i32", "given_b_ptr": "*i32", "kz_ptr": "*fp32", "ki_ptr": "*i32",
              "kw_ptr": "*fp64", "token_ptr": "*i64", "row_flag_ptr": "*i32", "status_ptr": "*i32",
-             "rel_err": "fp64", "stride_cb": "i64", "stride_cv": "i64"}  # fmt: skip
+             "rel_err_ptr": "*fp64", "stride_cb": "i64", "stride_cv": "i64"}  # fmt: skip
 
     def ints(fn):
         return {n: types.get(n, "i32") for n in fn.arg_names}

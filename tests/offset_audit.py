@@ -217,7 +217,7 @@ def kernels() -> dict:
     s2 = {"cand_i_ptr": "*i32", "mass_ptr": "*fp64", "row_id_ptr": "*i32", "k_ptr": "*i32", "p_ptr": "*fp64",
           "log_min_p_ptr": "*fp64", "temp_ptr": "*fp64", "given_v_ptr": "*i32", "given_b_ptr": "*i32",
           "ki_ptr": "*i32", "kw_ptr": "*fp64", "token_ptr": "*i64", "status_ptr": "*i32",
-          "rel_err": "fp64"}  # fmt: skip
+          "rel_err_ptr": "*fp64"}  # fmt: skip
     for mode in ("lists", "redo", "given"):
         whole = mode != "lists"
         out[f"truncation-stage2-{mode}"] = lambda m=mode, w=whole: make_ir(

@@ -241,3 +241,34 @@ def test_without_host_checks_a_decision_within_its_bound_is_taken_in_float64(pat
                                            host_checks=False)  # fmt: skip
     assert paths.undecided == 1 and paths.host == 0
     assert int(got.min()) >= 0 and int(got.max()) < z.shape[1]
+
+
+@pytest.mark.parametrize("rel, host", [(1e-14, 1), (-1e-14, 1), (1e-9, 0), (-1e-9, 0)])
+def test_the_top_p_margin_is_float64(paths, rel, host):
+    """``p`` a relative ``1e-14`` from a cumulative mass ratio is inside the certified margin (``3 e``, about
+    ``1e-13`` here): stage 2 must not decide it in float64 and the host's law does; ``1e-9`` away it is decided on
+    the lists.  (A margin passed as a float32 argument rounds ``1 - 3e`` to 1 and decides both.)"""
+    z, s = _two_levels()
+    _check(z, 1.0, seed=9, num_samples=16, top_p=3.0 / s * (1.0 + rel))
+    assert paths.host == host
+
+
+def test_stage_2_takes_no_float_argument(monkeypatch):
+    """Triton passes a Python ``float`` argument as float32 (``triton.runtime.jit.mangle_type(1e-13) == "fp32"``):
+    the relative error bound ``e ~ 1e-13`` would round ``1 - 3e`` to 1 and certify nothing.  Stage 2 reads it from a
+    float64 tensor; no launch of it takes a Python float."""
+    from triton.runtime.jit import mangle_type
+
+    assert mangle_type(1e-13) == "fp32"
+    seen = []
+    real = stage2.direct
+
+    def spy(fn):
+        launcher = real(fn)
+        return type("Spy", (), {"__getitem__": lambda self, grid: lambda *a, **k: (seen.append(a), launcher[grid](
+            *a, **k))[1]})()  # fmt: skip
+
+    monkeypatch.setattr(stage2, "direct", spy)
+    z, s = _two_levels()
+    flashsampling.sample_from_logits(z, temperature=1.0, seed=1, top_p=0.5, min_p=0.1)
+    assert seen and not [x for args in seen for x in args if isinstance(x, float)]

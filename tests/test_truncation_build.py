@@ -27,7 +27,7 @@ TYPES = {"h_ptr": "*bf16", "w_ptr": "*bf16", "z_ptr": "*fp32", "inv_temp_ptr": "
          "part_key_ptr": "*i64", "part_idx_ptr": "*i64", "lse_ptr": "*fp32", "logits_ptr": "*fp32",
          "row_id_ptr": "*i32", "k_ptr": "*i32", "p_ptr": "*fp64", "log_min_p_ptr": "*fp64", "temp_ptr": "*fp64",
          "given_v_ptr": "*i32", "given_b_ptr": "*i32", "kz_ptr": "*fp32", "ki_ptr": "*i32", "kw_ptr": "*fp64",
-         "token_ptr": "*i64", "row_flag_ptr": "*i32", "status_ptr": "*i32", "rel_err": "fp64",
+         "token_ptr": "*i64", "row_flag_ptr": "*i32", "status_ptr": "*i32", "rel_err_ptr": "*fp64",
          "stride_cb": "i64", "stride_cv": "i64"}
 
 def compile_kernel(fn, constexprs, options):

@@ -520,8 +520,8 @@ def draw_sample(sz_ptr, si_ptr, sw_ptr, rows64, n, N, stride_b, stride_v, col_of
 # --------------------------------------------------------------------------------------------
 
 
-@triton.jit(do_not_specialize=["N", "T", "V", "col_offset", "num_samples", "seed_lo", "seed_hi", "rel_err",
-                               "stride_cb", "stride_cv"])  # fmt: skip
+@triton.jit(do_not_specialize=["N", "T", "V", "col_offset", "num_samples", "seed_lo", "seed_hi", "stride_cb",
+                               "stride_cv"])  # fmt: skip
 def truncation_stage2_kernel(
     cand_z_ptr,
     cand_i_ptr,
@@ -541,6 +541,7 @@ def truncation_stage2_kernel(
     token_ptr,
     row_flag_ptr,
     status_ptr,
+    rel_err_ptr,
     B,
     N,
     T,
@@ -549,7 +550,6 @@ def truncation_stage2_kernel(
     num_samples,
     seed_lo,
     seed_hi,
-    rel_err,
     stride_cb,
     stride_cv,
     BLOCK_R: tl.constexpr,
@@ -584,6 +584,7 @@ def truncation_stage2_kernel(
     temp = tl.load(temp_ptr + rows64, mask=row_ok, other=1.0)
     inv_temp = tl.load(inv_temp_ptr + rows64, mask=row_ok, other=1.0)
     greedy = temp == 0.0
+    rel_err = tl.load(rel_err_ptr)  # float64 (a Python float argument would be float32: 1 - 3e would round to 1)
     if GIVEN:
         active = row_ok
     elif REDO:
@@ -729,10 +730,11 @@ def launch_truncation_stage2(
         status = torch.empty((B,), dtype=torch.int32, device=device)
     rid = row_ids if row_ids is not None else status
     gv, gb = given if given is not None else (status, status)
+    err = torch.full((1,), rel_err, dtype=torch.float64, device=device)  # a fill: no copy from the host
     direct(truncation_stage2_kernel)[(triton.cdiv(B, block_r),)](
         cand_z, cand_i, masses, flags, rid, params["k"], params["p"], params["log_min_p"], params["temp"],
-        params["inv_temp"], gv, gb, kz, ki, kw, tokens, row_flags, status,
-        B, N, T, V, col_offset, num_samples, seed_lo, seed_hi, rel_err, cand_z.stride(0), cand_z.stride(1),
+        params["inv_temp"], gv, gb, kz, ki, kw, tokens, row_flags, status, err,
+        B, N, T, V, col_offset, num_samples, seed_lo, seed_hi, cand_z.stride(0), cand_z.stride(1),
         BLOCK_R=block_r, CH=ch, CAP=cap, BLOCK_T=min(1024, next_power_of_2(max(T, 1))), LIST=LIST, MASS=mass,
         WEIGHTS=weights, TOP_P_SCALED=top_p_scaled, STEP0=steps[0], STEP1=steps[1], STEP2=steps[2],
         STEP3=steps[3], COLUMNS=columns, REDO=redo is not None, FORCE=redo is not None, GIVEN=given is not None,
