@@ -3,7 +3,7 @@
 A refactor of the package must not change what the H200 runs: this script compiles every shipped kernel
 specialization that ``sample()`` and its variants launch on an H200 (the Gluon stage 1 at the default tiles of
 each batch-size band, with and without noise, and the tile inverse-CDF stream; the Triton stage 1 at the default
-tiles; the logits, stage-2, temperature and combine kernels; the fused top-k sampler's, :func:`topk_kernels`),
+tiles; the logits, stage-2, temperature and combine kernels; the fused truncated sampler's, :func:`truncation_kernels`),
 disassembles each with the ``nvdisasm`` that Triton ships, and prints the instruction count and the md5 of the
 instruction text (addresses and encodings stripped).  Equal fingerprints before and after a change mean the same
 SASS, instruction for instruction, so no GPU rerun is needed to know that the speed is unchanged.
@@ -34,7 +34,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import triton  # noqa: E402
 
-from flashsampling.kernels import persistent, pingpong, stage1, stage2, temperature, topk  # noqa: E402
+from flashsampling.kernels import (  # noqa: E402
+    persistent,
+    pingpong,
+    stage1,
+    stage2,
+    temperature,
+    truncation,
+    truncation_stage2,
+)
 from flashsampling.kernels.tiles import default_tiles, warp_specialized_tiles  # noqa: E402
 from flashsampling.tile_cdf.fused import tile_cdf_epilogue  # noqa: E402
 
@@ -139,53 +147,72 @@ def kernels() -> dict:
         {"BLOCK": 256, "FLAG": 8}, {"num_warps": 4})  # fmt: skip
 
     out.update(combine_kernels())
-    out.update(topk_kernels())
+    out.update(truncation_kernels())
     return out
 
 
-def topk_kernels() -> dict:
-    """The fused top-k sampler's kernels (:mod:`flashsampling.kernels.topk`) at the tiles ``sample(..., top_k=k)``
-    picks: stage 1 per batch band keeping 64 keys per tile (k in 33-64), every key of the tile (k >= block_v) and,
-    at 32 rows, with the plain epilogue of a batch mixing untruncated rows; the logits stage 1 at its 4 x 1024
-    tiles; stage 2 at K = 1, 64 and 1024, drawing and splitting."""
+def truncation_kernels() -> dict:
+    """The fused truncated sampler's kernels (:mod:`flashsampling.kernels.truncation`, ``truncation_stage2``) at the
+    tiles ``sample(..., top_k=, top_p=, min_p=)`` picks: stage 1 per batch band with 16-entry lists, with the tiles'
+    masses, and (32 rows) with the plain epilogue of a batch mixing untruncated rows; the logits stage 1 at its
+    4 x 1024 tiles; stage 2 for top-k alone and for the default order with all three filters, deciding and given."""
     out = {}
-    types = {"h_ptr": "*bf16", "w_ptr": "*bf16", "z_ptr": "*fp32", "inv_temp_ptr": "*fp32", "cand_ptr": "*i64",
-             "flag_ptr": "*i32", "part_max_ptr": "*fp32", "part_key_ptr": "*i64", "part_idx_ptr": "*i64",
-             "lse_ptr": "*fp32", "k_ptr": "*i32", "out_ptr": "*i64", "token_ptr": "*i64",
-             "row_flag_ptr": "*i32"}  # fmt: skip
+    types = {"h_ptr": "*bf16", "w_ptr": "*bf16", "z_ptr": "*fp32", "inv_temp_ptr": "*fp32", "mass_t_ptr": "*fp64",
+             "cand_z_ptr": "*fp32", "cand_i_ptr": "*i32", "mass_ptr": "*fp64", "flag_ptr": "*i32",
+             "part_max_ptr": "*fp32", "part_key_ptr": "*i64", "part_idx_ptr": "*i64", "lse_ptr": "*fp32",
+             "logits_ptr": "*fp32", "row_id_ptr": "*i32", "k_ptr": "*i32", "p_ptr": "*fp64", "log_min_p_ptr": "*fp64",
+             "temp_ptr": "*fp64", "given_v_ptr": "*i32", "given_b_ptr": "*i32", "kz_ptr": "*fp32", "ki_ptr": "*i32",
+             "kw_ptr": "*fp64", "token_ptr": "*i64", "row_flag_ptr": "*i32", "status_ptr": "*i32",
+             "rel_err_ptr": "*fp64", "stride_cb": "i64", "stride_cv": "i64"}  # fmt: skip
 
     def ints(fn):
         return {n: types.get(n, "i32") for n in fn.arg_names}
 
-    def epilogue(nc: int, full: bool) -> dict:
-        return {"NUM_CANDIDATES": nc, "FULL": full, "N_ROUNDS": 10, "PAIRED": True, "NOISE": True}
+    def epilogue(mass: bool, full: bool) -> dict:
+        return {"LIST": 16, "MASS": mass, "FULL": full, "N_ROUNDS": 10, "PAIRED": True, "NOISE": True}
 
-    for B in (16, 32, 64):
-        for nc, full in ((64, False), (None, False), (64, True)):
+    for B in (16, 32, 64, 256):
+        for mass, full in ((False, False), (True, False), (False, True)):
             if full and B != 32:
                 continue
-            t = topk.topk_tiles(B, 2, full)
+            t = truncation.truncation_tiles(B, 2, full)
             const = {"stride_hd": 1, "stride_wd": 1, "WIDE_K": False, **t.matmul_constants(False),
-                     **epilogue(nc or t.block_v, full)}  # fmt: skip
-            name = f"triton-topk-stage1-b{B}-" + (f"nc{nc}" if nc else "all") + ("-full" if full else "")
+                     **epilogue(mass, full), "WRITE": False}  # fmt: skip
+            if B == 64 and not mass and not full:  # the fallback's recomputation of the logits, at the same tiles
+                write = {**const, "WRITE": True}
+                out["triton-truncation-stage1-b64-write"] = lambda t=t, c=write: compile_triton(
+                    truncation.truncation_stage1_kernel,
+                    ints(truncation.truncation_stage1_kernel),
+                    c,
+                    {"num_warps": t.num_warps, "num_stages": t.num_stages},
+                )
+            name = f"triton-truncation-stage1-b{B}" + ("-mass" if mass else "") + ("-full" if full else "")
             out[name] = lambda t=t, c=const: compile_triton(
-                topk.topk_stage1_kernel,
-                ints(topk.topk_stage1_kernel),
+                truncation.truncation_stage1_kernel,
+                ints(truncation.truncation_stage1_kernel),
                 c,
                 {"num_warps": t.num_warps, "num_stages": t.num_stages},
             )
-    for nc in (64, 1024):
-        const = {"stride_zv": 1, "BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, **epilogue(nc, False)}
-        out[f"triton-topk-logits-nc{nc}"] = lambda c=const: compile_triton(
-            topk.topk_logits_stage1_kernel, ints(topk.topk_logits_stage1_kernel), c, {"num_warps": 4}
-        )
-    for K in (1, 64, 1024):
-        for draw in (True, False):
-            const = {"BLOCK_R": 1, "K": K, "CHUNK": max(K, topk.MERGE_CHUNK), "BLOCK_T": 1024, "N_ROUNDS": 10,
-                     "NOISE": True, "DRAW": draw}  # fmt: skip
-            out[f"triton-topk-merge-k{K}" + ("" if draw else "-split")] = lambda c=const, K=K: compile_triton(
-                topk.topk_merge_kernel, ints(topk.topk_merge_kernel), c, {"num_warps": topk.merge_warps(K)}
-            )
+    const = {"stride_zv": 1, "BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, **epilogue(True, False)}
+    out["triton-truncation-logits"] = lambda c=const: compile_triton(
+        truncation.truncation_logits_stage1_kernel, ints(truncation.truncation_logits_stage1_kernel), c,
+        {"num_warps": 4},
+    )  # fmt: skip
+    chains = {"topk": (1, 2 | 16, 0, 0), "default": (1, 2 | 16, 3 | 16, 4 | 16)}
+    for name, steps in chains.items():
+        for mode in ("lists", "redo", "given"):
+            if mode != "lists" and name == "topk":
+                continue
+            whole = mode != "lists"
+            const = {"BLOCK_R": 1, "CH": 4096, "CAP": 1 if whole else 8192, "BLOCK_T": 1024, "LIST": 0 if whole else 16,
+                     "MASS": name != "topk" and not whole, "WEIGHTS": name != "topk", "TOP_P_SCALED": True,
+                     "STEP0": steps[0], "STEP1": steps[1], "STEP2": steps[2], "STEP3": steps[3], "COLUMNS": whole,
+                     "REDO": mode == "redo", "FORCE": mode == "redo", "GIVEN": mode == "given",
+                     "ROW_IDS": mode == "given", "N_ROUNDS": 10, "NOISE": True}  # fmt: skip
+            out[f"triton-truncation-stage2-{name}-{mode}"] = lambda c=const: compile_triton(
+                truncation_stage2.truncation_stage2_kernel, ints(truncation_stage2.truncation_stage2_kernel), c,
+                {"num_warps": 8},
+            )  # fmt: skip
     return out
 
 

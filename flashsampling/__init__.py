@@ -4,7 +4,7 @@ Public API
 ----------
 sample(hidden, weight, *, temperature, seed, num_samples)        tokens from softmax(h @ W.T / T)
 sample_from_logits(logits, *, temperature, seed, num_samples)    the same noise path on given logits
-    top_k=k (either entry point)                                 from the k largest logits (k <= MAX_TOP_K)
+    top_k=, top_p=, min_p=, order= (either entry point)          truncated, exactly (k <= MAX_TOP_K)
 sample_grouped, sample_grouped_from_logits                       group log-masses + a group draw
 OnlineSampler, OnlineResult, sample_online                       chunk-by-chunk binary merges
 sample_tp, sample_tp_from_logits                                 vocabulary-sharded (torch.distributed)
@@ -18,7 +18,7 @@ from .grouped import sample_grouped, sample_grouped_from_logits
 from .kernels.tiles import TileConfig
 from .online import OnlineResult, OnlineSampler, sample_online
 from .sampling import sample, sample_from_logits
-from .topk import MAX_TOP_K
+from .truncation import MAX_TOP_K
 
 __all__ = [
     "INTERPRET",

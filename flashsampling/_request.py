@@ -39,7 +39,7 @@ from .kernels.stage1 import launch_fused_stage1, launch_logits_stage1
 from .kernels.stage2 import reduce_tiles
 from .kernels.tiles import TileConfig, logits_tiles, stage1_tiles
 from .noise import split_seed
-from .topk import TopK, top_k_rows
+from .truncation import Truncation, truncation_rows
 
 #: How the messages name the logits of an LM head and given logits.
 LM_HEAD_LOGITS = "logits hidden @ weight.T"
@@ -68,9 +68,9 @@ class Request:
     host_checks : bool
     what : str
         How the messages name the logits.
-    top_k : TopK or None
-        The checked ``top_k`` of ``sample``/``sample_from_logits`` (:func:`~flashsampling.topk.top_k_rows`); ``None``:
-        the plain sampler.
+    truncation : Truncation or None
+        The checked ``top_k``, ``top_p``, ``min_p`` and ``order`` of ``sample``/``sample_from_logits``
+        (:func:`~flashsampling.truncation.truncation_rows`); ``None``: the plain sampler.
     """
 
     num_samples: int
@@ -81,7 +81,7 @@ class Request:
     temperature: object
     host_checks: bool
     what: str = LM_HEAD_LOGITS
-    top_k: TopK | None = None
+    truncation: Truncation | None = None
 
     @property
     def seed_words(self) -> tuple[int, int] | tuple[torch.Tensor, int]:
@@ -146,7 +146,7 @@ class Request:
 
 def new_request(temperature, seed, num_samples, batch: int, device: torch.device, *, host_checks: bool,
                 what: str = LM_HEAD_LOGITS, device_seed: bool = False,
-                top_k: TopK | None = None) -> Request:  # fmt: skip
+                truncation: Truncation | None = None) -> Request:  # fmt: skip
     """Check ``num_samples``, ``seed`` and ``temperature`` for ``batch`` rows on ``device`` (in that order) and
     make the :class:`Request` (the seed drawn when ``None``; ``1/T`` per row on the device).  ``device_seed``: a
     0-dim int64 seed tensor on ``device`` is kept for the kernel to load (:func:`~flashsampling._validate.check_seed`;
@@ -155,33 +155,37 @@ def new_request(temperature, seed, num_samples, batch: int, device: torch.device
     seed = check.check_seed(seed, device if device_seed else None, batch if device_seed else None)
     host_checks = check.check_flag("host_checks", host_checks)
     inv_temp, temp_flags, all_greedy = check.inverse_temperature(temperature, batch, device)
-    return Request(S, seed, inv_temp, temp_flags, all_greedy, temperature, host_checks, what, top_k)
+    return Request(S, seed, inv_temp, temp_flags, all_greedy, temperature, host_checks, what, truncation)
 
 
 def lm_head_request(hidden, weight, *, temperature, seed, num_samples, host_checks: bool,
-                    device_seed: bool = False, top_k=None) -> tuple[Request, int]:  # fmt: skip
-    """Check ``hidden [B, D]`` and ``weight [V, D]`` (``B`` and ``V`` at least 1 and below ``2**31``) and ``top_k``
-    (:func:`~flashsampling.topk.top_k_rows`), then as :func:`new_request`.  Returns ``(request, V)``."""
+                    device_seed: bool = False, top_k=None, top_p=None, min_p=None,
+                    order=None) -> tuple[Request, int]:  # fmt: skip
+    """Check ``hidden [B, D]`` and ``weight [V, D]`` (``B`` and ``V`` at least 1 and below ``2**31``) and the filters
+    (:func:`~flashsampling.truncation.truncation_rows`), then as :func:`new_request`.  Returns ``(request, V)``."""
     B, V, _, device = check.check_lm_head(hidden, weight)
     check.check_nonempty("weight", V, "V")
-    rows_k = top_k_rows(top_k, B, V, device)
+    rows = truncation_rows(top_k, top_p, min_p, order, B, V, device)
     request = new_request(temperature, seed, num_samples, B, device, host_checks=host_checks,
-                          device_seed=device_seed, top_k=rows_k)  # fmt: skip
-    return _no_device_seed_with_top_k(request), V
+                          device_seed=device_seed, truncation=rows)  # fmt: skip
+    return _no_device_seed_with_truncation(request), V
 
 
-def _no_device_seed_with_top_k(request: Request) -> Request:
-    """The fused top-k kernels take the seed as an int: a device seed with ``top_k`` is refused (``ValueError``)."""
-    if request.device_seed and request.top_k is not None:
-        raise ValueError("seed as a device tensor is not supported with top_k (the top-k kernels take an int seed)")
+def _no_device_seed_with_truncation(request: Request) -> Request:
+    """The truncated sampler's kernels take the seed as an int: a device seed with ``top_k``, ``top_p`` or ``min_p``
+    is refused (``ValueError``)."""
+    if request.device_seed and request.truncation is not None:
+        raise ValueError("seed as a device tensor is not supported with top_k, top_p or min_p (the truncated "
+                         "sampler's kernels take an int seed)")  # fmt: skip
     return request
 
 
 def logits_request(logits, *, temperature, seed, num_samples, host_checks: bool,
-                   device_seed: bool = False, top_k=None) -> tuple[Request, int]:  # fmt: skip
-    """Check ``logits [B, V]`` and ``top_k``, then as :func:`new_request`.  Returns ``(request, V)``."""
+                   device_seed: bool = False, top_k=None, top_p=None, min_p=None,
+                   order=None) -> tuple[Request, int]:  # fmt: skip
+    """Check ``logits [B, V]`` and the filters, then as :func:`new_request`.  Returns ``(request, V)``."""
     B, V = check.check_logits(logits)
-    rows_k = top_k_rows(top_k, B, V, logits.device)
+    rows = truncation_rows(top_k, top_p, min_p, order, B, V, logits.device)
     request = new_request(temperature, seed, num_samples, B, logits.device, host_checks=host_checks,
-                          what=GIVEN_LOGITS, device_seed=device_seed, top_k=rows_k)  # fmt: skip
-    return _no_device_seed_with_top_k(request), V
+                          what=GIVEN_LOGITS, device_seed=device_seed, truncation=rows)  # fmt: skip
+    return _no_device_seed_with_truncation(request), V

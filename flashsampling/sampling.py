@@ -46,7 +46,7 @@ from ._validate import check_flag
 from .kernels.epilogue import LSE_LOGPROBS
 from .kernels.tiles import TileConfig
 from .logprobs import chosen_logprobs, token_logits
-from .topk import sample_top_k, sample_top_k_from_logits
+from .truncation import sample_truncated, sample_truncated_from_logits
 
 
 def sample(
@@ -59,6 +59,9 @@ def sample(
     host_checks: bool = True,
     tiles: TileConfig | None = None,
     top_k: int | torch.Tensor | None = None,
+    top_p: float | torch.Tensor | None = None,
+    min_p: float | torch.Tensor | None = None,
+    order: str | tuple | None = None,
     return_logprobs: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Sample tokens from ``softmax(hidden @ weight.T / temperature)`` without writing the logits.
@@ -87,19 +90,31 @@ def sample(
         tiles fill the SMs' last round), the warp-specialized Gluon kernel
         (:func:`~flashsampling.kernels.tiles.warp_specialized_tiles`); else the Triton kernels'
         :func:`~flashsampling.kernels.tiles.default_tiles`.  Every choice gives the same tokens.  With ``top_k`` the
-        top-k kernel runs one program per tile on these block sizes (:func:`flashsampling.topk.topk_tiles_for`).
+        truncated sampler's stage 1 runs one program per tile on these block sizes
+        (:func:`flashsampling.truncation.sample_truncated`).
     top_k : int, torch.Tensor of shape (B,) (integer), or None
-        Sample from the ``k`` largest logits only (per row for a tensor): the law
-        ``verification.targets.top_k(k, ties="low_index")``, ties at the k-th logit kept by lower index
-        (:mod:`flashsampling.topk`).  Each ``k`` in ``[1, 1024]``, or ``>= V`` for no truncation; ``None`` (or
-        ``k >= V`` on every row) is the plain path, with the same tokens as without the argument.  A row whose
-        ``k`` covers its finite tokens gets the plain sampler's token for the same seed.  A tensor is read on the host
-        (a synchronization when it is on the GPU).
+        Sample from the ``k`` largest logits only (per row for a tensor): ties at the k-th logit kept by lower index
+        (``flashsampling.targets.top_k_law(k, ties="low_index")``).  Each ``k`` in ``[1, 1024]``, or ``>= V`` for no
+        truncation.
+    top_p : float, torch.Tensor of shape (B,) (floating), or None
+        Nucleus sampling: the smallest head of the ranking whose mass reaches ``p`` (``flashsampling.targets``'
+        defaults: tied logits kept together, the crossing token kept), ``p`` in ``(0, 1]`` (1: no truncation).
+    min_p : float, torch.Tensor of shape (B,) (floating), or None
+        Keep the tokens with ``P(i) >= min_p * max P``, ``min_p`` in ``[0, 1]`` (0: no truncation).
+    order : str, tuple, or None
+        How the temperature and the filters compose: a name of ``flashsampling.targets.ORDERS`` (``None``:
+        ``"transformers"``, i.e. temperature, top-k, top-p, min-p) or a tuple of steps.  The law is
+        ``flashsampling.targets.sampling_law(z, T, top_k=, top_p=, min_p=, order=, top_k_ties="low_index")``
+        (:mod:`flashsampling.truncation`), exactly, the logits never written.  With no filter (or none that
+        truncates any row) this is the plain path, with the same tokens as without the arguments; a row whose
+        filters keep every token gets the plain sampler's token for the same seed.  Tensors are read on the host,
+        and a truncated call synchronizes once after its second stage (rows its lists cannot decide take an exact
+        fallback that recomputes their logits).
     return_logprobs : bool
         Also return each token's log-probability under the law it was drawn from, ``z_tok / T - logsumexp(z / T)``
         (a greedy row's under ``T = 1``), from a log-sum-exp that stage 1 reduces in its own pass (the logits are
         still never written; the Triton stage-1 kernels run): :mod:`flashsampling.logprobs` (its fp32 error bound
-        included).  Not with ``top_k`` yet (``ValueError``).
+        included).  Not with ``top_k``, ``top_p`` or ``min_p`` yet (``ValueError``).
 
     Returns
     -------
@@ -112,13 +127,15 @@ def sample(
         Bad arguments (named in the message); NaN/inf logits when ``host_checks``.
     """
     request, V = lm_head_request(hidden, weight, temperature=temperature, seed=seed, num_samples=num_samples,
-                                 host_checks=host_checks, device_seed=True, top_k=top_k)  # fmt: skip
-    if _check_return_logprobs(return_logprobs, request):
+                                 host_checks=host_checks, device_seed=True, top_k=top_k, top_p=top_p, min_p=min_p,
+                                 order=order)  # fmt: skip
+    want_logprobs = _check_return_logprobs(return_logprobs, request)
+    if request.truncation is not None:
+        return sample_truncated(request, hidden, weight, request.truncation, tiles)
+    if want_logprobs:
         parts, _ = request.stage1(hidden, weight, tiles, return_lse=LSE_LOGPROBS)
         tokens = request.reduce_and_finish(parts, V)
         return tokens, chosen_logprobs(token_logits(hidden, weight, tokens), parts[4], request.inv_temp)
-    if request.top_k is not None:
-        return sample_top_k(request, hidden, weight, request.top_k, tiles)
     # A greedy row's score is z, noise or not (its noise is multiplied by 0): a number temperature of 0 skips the
     # noise's work, with the same tokens (15-26% faster at B = 256: the no-noise runs of
     # benchmarks/results/coop_probe_h200.json).
@@ -136,6 +153,9 @@ def sample_from_logits(
     block_b: int | None = None,
     block_v: int | None = None,
     top_k: int | torch.Tensor | None = None,
+    top_p: float | torch.Tensor | None = None,
+    min_p: float | torch.Tensor | None = None,
+    order: str | tuple | None = None,
     return_logprobs: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Sample from ``softmax(logits / temperature)`` with the same noise path as :func:`sample`.
@@ -151,7 +171,7 @@ def sample_from_logits(
         As in :func:`sample`.
     block_b, block_v : int or None
         Tile sizes (powers of two); the tokens do not depend on them.
-    top_k : int, torch.Tensor of shape (B,) (integer), or None
+    top_k, top_p, min_p, order
         As in :func:`sample`.
     return_logprobs : bool
         As in :func:`sample` (the chosen token's logit is the logits' own entry).
@@ -162,20 +182,24 @@ def sample_from_logits(
         With ``return_logprobs``: ``(tokens, logprobs)``, the second float32 of the same shape.
     """
     request, V = logits_request(logits, temperature=temperature, seed=seed, num_samples=num_samples,
-                                host_checks=host_checks, device_seed=True, top_k=top_k)  # fmt: skip
-    if _check_return_logprobs(return_logprobs, request):
+                                host_checks=host_checks, device_seed=True, top_k=top_k, top_p=top_p, min_p=min_p,
+                                order=order)  # fmt: skip
+    want_logprobs = _check_return_logprobs(return_logprobs, request)
+    if request.truncation is not None:
+        return sample_truncated_from_logits(request, logits, request.truncation, block_b, block_v)
+    if want_logprobs:
         parts, _ = request.logits_stage1(logits, block_b, block_v, return_lse=LSE_LOGPROBS)
         tokens = request.reduce_and_finish(parts, V)
         return tokens, chosen_logprobs(logits.gather(1, tokens).float(), parts[4], request.inv_temp)
-    if request.top_k is not None:
-        return sample_top_k_from_logits(request, logits, request.top_k, block_b, block_v)
     parts, _ = request.logits_stage1(logits, block_b, block_v)
     return request.reduce_and_finish(parts, V)
 
 
 def _check_return_logprobs(return_logprobs, request) -> bool:
-    """``return_logprobs`` as a bool; with ``top_k`` (whose kernels do not reduce the kept set's log-sum-exp yet) a
-    ``ValueError``."""
-    if check_flag("return_logprobs", return_logprobs) and request.top_k is not None:
-        raise ValueError("return_logprobs=True is not supported with top_k yet (flashsampling.topk)")
+    """``return_logprobs`` as a bool; with ``top_k``, ``top_p`` or ``min_p`` (whose kernels do not reduce the kept set's
+    log-sum-exp yet) a ``ValueError``."""
+    if check_flag("return_logprobs", return_logprobs) and request.truncation is not None:
+        raise ValueError(
+            "return_logprobs=True is not supported with top_k, top_p or min_p yet (flashsampling.truncation)"
+        )
     return bool(return_logprobs)

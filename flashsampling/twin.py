@@ -225,3 +225,121 @@ def sample_topk_twin_many(
             sc = np.broadcast_to(zz, g.shape) if inv == 0 else (zz * inv + g).astype(np.float32)
         out[s0:s1] = index[select(sc, key)]
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Top-k, top-p, min-p and their orders (the fused truncated sampler, flashsampling.truncation)
+# --------------------------------------------------------------------------------------------
+
+
+def ordered_np(z) -> np.ndarray:
+    """The int32 whose order is float32's (``-0.0`` as ``+0.0``), as
+    :func:`flashsampling.kernels.truncation_stage2.ordered` computes it."""
+    z = np.asarray(z, dtype=np.float32)
+    bits = np.where(z == 0, np.float32(0), z).astype(np.float32).view(np.int32)
+    return bits ^ ((bits >> 31) & np.int32(0x7FFFFFFF))
+
+
+def kept_mask(z, temperature, k=None, p=None, min_p=None, order=None) -> np.ndarray:
+    """The kept sets ``[B, V]`` of float32 logits ``z [B, V]`` under the fused truncated sampler's law:
+    :func:`flashsampling.targets.sampling_law` with ``top_k_ties="low_index"`` (the other conventions the targets'
+    defaults) in ``order`` (``None``: ``"transformers"``), the tokens of positive probability.
+
+    ``k``, ``p``, ``min_p`` are numbers or per-row arrays; ``None`` disables a filter, and so do ``k = 0`` and ``nan``
+    on a row.  A kept token whose float64 weight underflows is left out; no draw can notice (its score is more than
+    700 nats below the maximum's).  A row with no finite logit keeps nothing.
+    """
+    from .targets import DEFAULT_ORDER, sampling_law
+
+    z32 = np.atleast_2d(np.asarray(z, dtype=np.float32))
+    b, v = z32.shape
+    out = np.zeros((b, v), dtype=bool)
+    rows = np.isfinite(z32).any(axis=1) & ~np.isnan(z32).any(axis=1) & ~(z32 == np.inf).any(axis=1)
+    if not rows.any():
+        return out
+
+    def per_row(x, off, fill):
+        if x is None:
+            return None
+        a = np.broadcast_to(np.asarray(x, dtype=np.float64), (b,))[rows]
+        return None if off(a).all() else np.where(off(a), fill, a)
+
+    kk = per_row(k, lambda a: a == 0, v)
+    kwargs = {"top_k": None if kk is None else kk.astype(np.int64), "top_p": per_row(p, np.isnan, 1.0),
+              "min_p": per_row(min_p, np.isnan, 0.0)}  # fmt: skip
+    kwargs = {name: value for name, value in kwargs.items() if value is not None}
+    t = np.broadcast_to(np.asarray(temperature, dtype=np.float64), (b,))[rows]
+    probs = sampling_law(z32[rows].astype(np.float64), t, order=order or DEFAULT_ORDER, top_k_ties="low_index",
+                         **kwargs)  # fmt: skip
+    out[rows] = probs > 0
+    return out
+
+
+def sample_truncated_twin(
+    logits,
+    temperature=1.0,
+    *,
+    top_k=None,
+    top_p=None,
+    min_p=None,
+    order=None,
+    seed: int,
+    num_samples: int = 1,
+    row_offset: int = 0,
+    sample_offset: int = 0,
+    col_offset: int = 0,
+) -> np.ndarray:
+    """Tokens the fused truncated sampler returns for float32 ``logits (B, V)``, computed in NumPy.
+
+    Row ``b`` draws ``argmax_{i in K_b} z_i / T + G(seed, row_offset + b, col_offset + i, sample_offset + s)`` over
+    its kept set ``K_b`` (:func:`kept_mask`), ties in the float32 score by the larger tie-break key, then the lower
+    index; a greedy row (``T = 0``) scores ``z_i``: the plain twin's rule (:func:`sample_twin`) restricted to
+    ``K_b``.  ``top_k``, ``top_p``, ``min_p``, ``order`` as :func:`flashsampling.sample` takes them (numbers or
+    per-row arrays; ``k >= V``, ``p = 1`` and ``min_p = 0`` keep everything).
+
+    Returns
+    -------
+    numpy.ndarray, int64, shape (B, num_samples)
+        Global indices; a row with no finite logit returns ``col_offset + V - 1`` (the kernel's clamp).
+    """
+    z = np.atleast_2d(np.asarray(logits, dtype=np.float32))
+    b, v = z.shape
+    kept = kept_mask(z, temperature, top_k, top_p, min_p, order)
+    inv = inverse_temperature32(temperature, b)[:, None]
+    index = (np.arange(v, dtype=np.int64) + col_offset)[None, :]
+    rows = np.arange(row_offset, row_offset + b, dtype=np.uint32)[:, None]
+    out = np.empty((b, num_samples), dtype=np.int64)
+    for s in range(num_samples):
+        g, key = token_noise_np(seed, rows, index.astype(np.uint32), sample_offset + s, STREAM_TOKEN, lazy_keys=True)
+        with np.errstate(over="ignore", invalid="ignore"):
+            sc = np.where(kept, np.where(inv == 0, z, z * inv + g), -np.inf).astype(np.float32)
+        out[:, s] = select(sc, key) + col_offset
+    out[~kept.any(axis=1)] = col_offset + v - 1
+    return out
+
+
+def sample_truncated_twin_many(
+    logits_row, temperature: float, *, top_k=None, top_p=None, min_p=None, order=None, seed: int, num_samples: int,
+    chunk_elements: int = 1 << 15,
+) -> np.ndarray:  # fmt: skip
+    """Many samples of one row (shape (V,)) with the fused truncated sampler's rule; int64 (num_samples,).
+
+    Sample ``s`` uses counter ``(index, 0, s)``, exactly as ``sample_truncated_twin(logits_row[None], ...)[0]``; the
+    noise is computed for the kept tokens only.
+    """
+    z = np.asarray(logits_row, dtype=np.float32)
+    index = np.flatnonzero(kept_mask(z[None, :], temperature, top_k, top_p, min_p, order)[0])
+    if index.size == 0:
+        return np.full(num_samples, z.shape[0] - 1, dtype=np.int64)
+    zz = z[index][None, :]
+    inv = inverse_temperature32(temperature, 1)[0]
+    out = np.empty(num_samples, dtype=np.int64)
+    per = max(1, chunk_elements // index.size)
+    for s0 in range(0, num_samples, per):
+        s1 = min(num_samples, s0 + per)
+        smp = np.arange(s0, s1, dtype=np.uint32)[:, None]
+        g, key = token_noise_np(seed, 0, index.astype(np.uint32)[None, :], smp, STREAM_TOKEN, lazy_keys=True)
+        with np.errstate(over="ignore", invalid="ignore"):
+            sc = np.broadcast_to(zz, g.shape) if inv == 0 else (zz * inv + g).astype(np.float32)
+        out[s0:s1] = index[select(sc, key)]
+    return out

@@ -6,7 +6,7 @@ Run with compiled kernels (``FLASHSAMPLING_INTERPRET=0``; no GPU needed: Triton 
 
 It builds the Triton IR (``make_ir``, before any optimization) of every kernel the samplers launch -- the Triton
 stage-1 kernels (the tiled one in its ``WIDE_K`` specialization, which the launcher picks whenever a K-loop offset can
-reach ``2**31``), the logits, stage-2, temperature and tile inverse-CDF kernels, the fused top-k sampler's, and the
+reach ``2**31``), the logits, stage-2, temperature and tile inverse-CDF kernels, the fused truncated sampler's, and the
 Gluon stage 1 -- with every stride and size a runtime ``i32``, and prints one JSON object: kernel -> the offending
 ``arith.muli`` lines.
 
@@ -150,7 +150,7 @@ def _signature(fn, **override) -> dict:
 
 def kernels() -> dict:
     """``name -> zero-argument function returning the IR`` of every kernel the samplers launch, and the planted."""
-    from flashsampling.kernels import persistent, pingpong, stage1, stage2, temperature, topk
+    from flashsampling.kernels import persistent, pingpong, stage1, stage2, temperature, truncation, truncation_stage2
     from flashsampling.kernels.tiles import GLUON_RUNS, warp_specialized_tiles
     from flashsampling.tile_cdf import kernel as tile_cdf_kernel
 
@@ -198,20 +198,34 @@ def kernels() -> dict:
         {"BLOCK_B": 4, "BLOCK_V": 256, "N_ROUNDS": 10},
     )
 
-    keys = {"cand_ptr": "*i64", "out_ptr": "*i64", "k_ptr": "*i32"}
-    topk_epi = {"NUM_CANDIDATES": 16, "FULL": True, "N_ROUNDS": 10, "PAIRED": True, "NOISE": True}
-    out["topk-stage1"] = lambda: make_ir(topk.topk_stage1_kernel, _signature(topk.topk_stage1_kernel, **keys),
-                                         {**{k: v for k, v in tiled.items() if k != "RETURN_LSE"}, **topk_epi,
-                                          "WIDE_K": True})  # fmt: skip
-    out["topk-logits"] = lambda: make_ir(topk.topk_logits_stage1_kernel, _signature(topk.topk_logits_stage1_kernel,
-                                                                                    **keys),
-                                         {"BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, **topk_epi})  # fmt: skip
-    for draw in (True, False):
-        out[f"topk-merge{'' if draw else '-split'}"] = lambda d=draw: make_ir(
-            topk.topk_merge_kernel,
-            _signature(topk.topk_merge_kernel, **keys),
-            {"BLOCK_R": 1, "K": 64, "CHUNK": 1024, "BLOCK_T": 1024, "N_ROUNDS": 10, "NOISE": True, "DRAW": d},
-        )
+    lists = {
+        "cand_i_ptr": "*i32",
+        "mass_ptr": "*fp64",
+        "mass_t_ptr": "*fp64",
+        "logits_ptr": "*fp32",
+        "status_ptr": "*i32",
+    }
+    trunc_epi = {"LIST": 16, "MASS": True, "FULL": True, "N_ROUNDS": 10, "PAIRED": True, "NOISE": True}
+    for write in (False, True):
+        out[f"truncation-stage1{'-write' if write else ''}"] = lambda w=write: make_ir(
+            truncation.truncation_stage1_kernel, _signature(truncation.truncation_stage1_kernel, **lists),
+            {**{k: v for k, v in tiled.items() if k != "RETURN_LSE"}, **trunc_epi, "WIDE_K": True,
+             "WRITE": w})  # fmt: skip
+    out["truncation-logits"] = lambda: make_ir(
+        truncation.truncation_logits_stage1_kernel, _signature(truncation.truncation_logits_stage1_kernel, **lists),
+        {"BLOCK_SIZE_B": 4, "BLOCK_SIZE_V": 1024, **trunc_epi})  # fmt: skip
+    s2 = {"cand_i_ptr": "*i32", "mass_ptr": "*fp64", "row_id_ptr": "*i32", "k_ptr": "*i32", "p_ptr": "*fp64",
+          "log_min_p_ptr": "*fp64", "temp_ptr": "*fp64", "given_v_ptr": "*i32", "given_b_ptr": "*i32",
+          "ki_ptr": "*i32", "kw_ptr": "*fp64", "token_ptr": "*i64", "status_ptr": "*i32",
+          "rel_err_ptr": "*fp64"}  # fmt: skip
+    for mode in ("lists", "redo", "given"):
+        whole = mode != "lists"
+        out[f"truncation-stage2-{mode}"] = lambda m=mode, w=whole: make_ir(
+            truncation_stage2.truncation_stage2_kernel, _signature(truncation_stage2.truncation_stage2_kernel, **s2),
+            {"BLOCK_R": 1, "CH": 4096, "CAP": 1 if w else 8192, "BLOCK_T": 1024, "LIST": 0 if w else 16,
+             "MASS": not w, "WEIGHTS": True, "TOP_P_SCALED": True, "STEP0": 1, "STEP1": 2 | 16, "STEP2": 3 | 16,
+             "STEP3": 4 | 16, "COLUMNS": w, "REDO": m == "redo", "FORCE": m == "redo", "GIVEN": m == "given",
+             "ROW_IDS": m == "given", "N_ROUNDS": 10, "NOISE": True})  # fmt: skip
 
     def gluon() -> str:
         from triton.runtime.jit import mangle_type

@@ -44,7 +44,7 @@ import torch
 import flashsampling
 import flashsampling._request as request_module
 import flashsampling.tile_cdf.sampling as tile_cdf_module
-import flashsampling.topk as topk_module
+import flashsampling.truncation as truncation_module
 from flashsampling import ops
 from flashsampling.tile_cdf import sample_fused_tile_cdf, sample_tile_cdf_from_logits
 
@@ -301,6 +301,75 @@ CASES = [
     Case(
         "sample_from_logits(z, top_k=tensor [1, 5, 10**6])",
         lambda x: _L(x.z, seed=1, num_samples=2, top_k=torch.tensor([1, 5, 10**6])),
+        None,
+    ),
+    # ---- top_p, min_p, order (sample, sample_from_logits) ----
+    Case(
+        "sample_from_logits(z, top_p=0.0)", lambda x: _L(x.z, top_p=0.0), ValueError, r"top_p=0.0 must be in \(0, 1\]"
+    ),
+    Case(
+        "sample_from_logits(z, top_p=1.5)", lambda x: _L(x.z, top_p=1.5), ValueError, r"top_p=1.5 must be in \(0, 1\]"
+    ),
+    Case("sample_from_logits(z, top_p=nan)", lambda x: _L(x.z, top_p=math.nan), ValueError, "top_p=nan must be in"),
+    Case("sample_from_logits(z, top_p=True)", lambda x: _L(x.z, top_p=True), TypeError, "top_p must be a number"),
+    Case("sample_from_logits(z, top_p='0.9')", lambda x: _L(x.z, top_p="0.9"), TypeError, "top_p must be a number"),
+    Case(
+        "sample_from_logits(z, top_p=int tensor)",
+        lambda x: _L(x.z, top_p=torch.ones(B, dtype=torch.int64)),
+        TypeError,
+        "top_p.dtype",
+    ),
+    Case(
+        "sample_from_logits(z, top_p=tensor [0.5, 0.5])",
+        lambda x: _L(x.z, top_p=torch.tensor([0.5, 0.5])),
+        ValueError,
+        r"top_p must be a number or a tensor of shape \(B,\)",
+    ),
+    Case(
+        "sample_from_logits(z, top_p=tensor [0.5, 0, 0.5])",
+        lambda x: _L(x.z, top_p=torch.tensor([0.5, 0.0, 0.5])),
+        ValueError,
+        r"top_p\[1\]=0.0 must be in \(0, 1\]",
+    ),
+    Case(
+        "sample_from_logits(z, min_p=-0.1)",
+        lambda x: _L(x.z, min_p=-0.1),
+        ValueError,
+        r"min_p=-0.1 must be in \[0, 1\]",
+    ),
+    Case(
+        "sample_from_logits(z, min_p=1.01)",
+        lambda x: _L(x.z, min_p=1.01),
+        ValueError,
+        r"min_p=1.01 must be in \[0, 1\]",
+    ),
+    Case("sample(h, w, min_p=None+1j)", lambda x: _S(x.h, x.w, min_p=1j), TypeError, "min_p must be a number"),
+    Case(
+        "sample_from_logits(z, min_p=tensor [0.1, nan, 0.1])",
+        lambda x: _L(x.z, min_p=torch.tensor([0.1, math.nan, 0.1])),
+        ValueError,
+        r"min_p\[1\]=nan must be in \[0, 1\]",
+    ),
+    Case("sample(h, w, top_p=0.9, order='hf')", lambda x: _S(x.h, x.w, top_p=0.9, order="hf"), ValueError, "order"),
+    Case("sample(h, w, top_p=0.9, order=3)", lambda x: _S(x.h, x.w, top_p=0.9, order=3), TypeError, "order"),
+    Case(
+        "sample(h, w, top_k=5, order=('temperature', 'top_p'))",
+        lambda x: _S(x.h, x.w, top_k=5, order=("temperature", "top_p")),
+        ValueError,
+        "order",
+    ),
+    Case(
+        "sample(h, w, top_p=0.9, seed=device tensor)",
+        lambda x: _S(x.h, x.w, top_p=0.9, seed=torch.tensor(1, dtype=torch.int64)),
+        ValueError,
+        "not supported with top_k, top_p or min_p",
+    ),
+    Case("sample(h, w, top_p=np.float32(0.9))", lambda x: _S(x.h, x.w, seed=1, top_p=np.float32(0.9)), None),
+    Case(
+        "sample_from_logits(z, top_p=[1, 0.5, 1], min_p=[0, 0, 0.2], order='joint')",
+        lambda x: _L(
+            x.z, seed=1, top_p=torch.tensor([1.0, 0.5, 1.0]), min_p=torch.tensor([0.0, 0.0, 0.2]), order="joint"
+        ),
         None,
     ),
     # ---- sample_grouped(_from_logits) ----
@@ -763,8 +832,8 @@ def tripwire(monkeypatch):
         (request_module, "launch_logits_stage1"),
         (tile_cdf_module, "launch_tile_cdf_stage1"),
         (tile_cdf_module, "launch_pingpong"),
-        (topk_module, "launch_topk_stage1"),
-        (topk_module, "launch_topk_logits_stage1"),
+        (truncation_module, "launch_truncation_stage1"),
+        (truncation_module, "launch_truncation_logits_stage1"),
     ):
         monkeypatch.setattr(module, name, launched)
 
@@ -855,6 +924,12 @@ PROMISE = {
     ),
     "sample(h with a NaN row and an inf row, w, top_k=[1, 3, V], host_checks=False)": lambda x, z: _S(
         _bad_hidden(x), x.w, seed=1, top_k=torch.tensor([1, 3, V]), host_checks=False
+    ),
+    "sample_from_logits(bad z, top_p=0.5, min_p=0.1, host_checks=False)": lambda x, z: _L(
+        z, seed=1, num_samples=3, top_p=0.5, min_p=0.1, host_checks=False
+    ),
+    "sample(h, w, temperature=[nan, -1, inf], top_p=0.9, host_checks=False)": lambda x, z: _S(
+        x.h, x.w, seed=1, top_p=0.9, temperature=torch.tensor([math.nan, -1.0, math.inf]), host_checks=False
     ),
     "sample(h, w, temperature=[nan, -1, inf], host_checks=False)": lambda x, z: _S(
         x.h, x.w, seed=1, temperature=torch.tensor([math.nan, -1.0, math.inf]), host_checks=False

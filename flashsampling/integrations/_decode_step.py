@@ -19,13 +19,13 @@ frequency as the OpenAI API defines them): with ``c_i`` the times token ``i`` wa
 
 Two paths, one law.  The *fused* path calls :func:`flashsampling.sample` on the hidden state and the LM-head weight
 (the logits never written) when nothing needs them: no penalty, no masked end-of-sequence id, and only truncations
-the kernel fuses (:data:`FUSED_TRUNCATIONS`; ``top_k`` with an int seed and no log-probabilities).  Otherwise the
+the kernel fuses (:data:`FUSED_TRUNCATIONS`: ``top_k`` and ``min_p``, with an int seed and no log-probabilities).  Otherwise the
 *exact* path computes ``z`` once (an fp32 matmul in column chunks), applies the penalties, masks what the
 truncations remove (:func:`kept_mask`, whose decisions equal :func:`flashsampling.targets.sampling_law`'s) and draws
 with :func:`flashsampling.sample_from_logits`: the same noise (seed, row, index, sample), so the seed contract holds
-on both paths, and a Gumbel-max over the kept set is an exact draw from its renormalized law.  When the fused top-p /
-min-p kernels land as ``sample(..., top_p=, min_p=)``, adding their names to :data:`FUSED_TRUNCATIONS` switches them
-in (their tie and crossing conventions must be the ones above).
+on both paths, and a Gumbel-max over the kept set is an exact draw from its renormalized law.  ``sample`` also fuses
+``top_p``, but keeps the tokens tied at the crossing together, where this module ranks them by index: a truncation
+joins :data:`FUSED_TRUNCATIONS` only when its conventions are the ones above.
 """
 
 from __future__ import annotations
@@ -38,12 +38,14 @@ import torch
 import flashsampling
 from flashsampling.targets import sampling_law
 
-#: The truncations :func:`flashsampling.sample` fuses: a step whose truncations are all here (and that needs no
-#: penalty or end-of-sequence mask) runs on the fused kernel.  Add ``"top_p"``, ``"min_p"`` when ``sample`` takes them.
-FUSED_TRUNCATIONS = frozenset({"top_k"})
+#: The truncations :func:`flashsampling.sample` fuses with this module's conventions: a step whose truncations are all
+#: here (and that needs no penalty or end-of-sequence mask) runs on the fused kernel.  ``top_p`` stays on the exact
+#: path: the fused kernel keeps the tokens tied at the crossing together (``flashsampling.targets``' default
+#: ``ties="all"``), where this module ranks them by index.
+FUSED_TRUNCATIONS = frozenset({"top_k", "min_p"})
 #: Truncations that the fused kernels cannot run with per-request seeds or log-probabilities (their kernels take an
 #: int seed and reduce no log-sum-exp yet).
-_INT_SEED_ONLY = frozenset({"top_k"})
+_INT_SEED_ONLY = frozenset({"top_k", "min_p"})
 
 _U = 2.0**-53  # float64 unit roundoff
 _TINY = 2.0**-1074
