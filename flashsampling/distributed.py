@@ -66,13 +66,16 @@ from ._request import GIVEN_LOGITS, LM_HEAD_LOGITS, Request, new_request
 from ._tp_requests import (
     COMBINES,
     DEFAULT_TIMEOUT_S,
+    MESSAGE_WORDS,
     Agreed,
     Shard,
     agree,
     all_gather_rows,
     check_shard_arguments,
     check_timeout,
+    failure_words,
     is_gloo,
+    raise_on_failures,
     world_of,
 )
 from .grouped import _check_row, grouped_sampler_np, masked_logsumexp
@@ -117,30 +120,52 @@ def _empty_candidates(B: int, S: int, start: int, device):
 
 def _sample_shard(agreed: Agreed, stage1, *, size: int, combine: str, return_logsumexp, group, timeout):
     """This rank's candidates (``stage1(request, start, return_lse)``'s, reduced; none for an empty shard), then the
-    exchange and the combine.  Log-masses are computed only where the combine or the caller needs them."""
+    exchange and the combine.  Log-masses are computed only where the combine or the caller needs them.
+
+    A stage 1 that raises (an out-of-memory, a kernel that does not compile for this rank's ``tiles``) still joins
+    the exchange with its error, where its peers can read it on the host at no cost (gloo) or read the exchange
+    anyway (``host_checks``): then every rank raises.  Otherwise (NCCL without ``host_checks``, where reading it
+    would synchronize) the rank raises at once and its peers wait for NCCL's watchdog: never tokens drawn without
+    its shard."""
     request = agreed.request
     need_lse = combine == "factorized" or return_logsumexp
     B = request.inv_temp.shape[0]
-    if size == 0:
+    error = None
+    cands = None
+    if size:
+        try:
+            cands = _local_candidates(stage1(request, agreed.start, need_lse), request.inv_temp, need_lse)
+        except Exception as exc:  # noqa: BLE001 - carried to the peers, then re-raised here
+            if not (is_gloo(group) or request.host_checks):
+                raise
+            error = exc
+    if cands is None:
         cands = _empty_candidates(B, request.num_samples, agreed.start, request.inv_temp.device)
-    else:
-        cands = _local_candidates(stage1(request, agreed.start, need_lse), request.inv_temp, need_lse)
     return _exchange_and_combine(cands, agreed, combine=combine, return_logsumexp=return_logsumexp, group=group,
-                                 timeout=timeout)  # fmt: skip
+                                 timeout=timeout, error=error)  # fmt: skip
 
 
-def _exchange_and_combine(cands, agreed: Agreed, *, combine, return_logsumexp, group, timeout):
-    """The second exchange (the ranks' candidates, in the order of the first exchange's starts) and the combine."""
+def _exchange_and_combine(cands, agreed: Agreed, *, combine, return_logsumexp, group, timeout, error=None):
+    """The second exchange (the ranks' candidates, in the order of the first exchange's starts, and how each rank's
+    stage 1 ended: :func:`~flashsampling._tp_requests.failure_words`) and the combine."""
     request = agreed.request
     L, m, k, i, flags = cands
     B, S = m.shape
     lo, hi = request.seed_words
+    device = m.device
+    # A constant tail is a fill on the device (a host-to-device copy would wait for stage 1).
+    tail = torch.zeros(1 + MESSAGE_WORDS, dtype=torch.int64, device=device) if error is None else \
+        torch.tensor(failure_words(error), dtype=torch.int64).to(device)  # fmt: skip
     payload = torch.cat(
         [L.contiguous().view(torch.int64), _f32_bits(m).reshape(-1), k.reshape(-1), i.reshape(-1),
-         flags.to(torch.int64)]
+         flags.to(torch.int64), tail]
     )  # fmt: skip
-    table = all_gather_rows(payload, group, timeout=timeout if is_gloo(group) else None,
-                            what="the exchange of candidates")  # fmt: skip
+    gloo = is_gloo(group)
+    table = all_gather_rows(payload, group, timeout=timeout if gloo else None, what="the exchange of candidates",
+                            keep_host=True)  # fmt: skip
+    if table.device.type == "cpu" or request.host_checks:  # free on gloo; with host_checks the finish reads anyway
+        raise_on_failures(table[:, -(1 + MESSAGE_WORDS) :].cpu().tolist(), error, "stage 1")
+    table = table.to(device)
     W = table.shape[0]
     o = 0
     L_all = table[:, o : o + B].contiguous().view(torch.float64)  # [W, B]
