@@ -973,6 +973,40 @@ def test_transposed_logits_give_the_tokens_of_contiguous_ones():
     assert np.array_equal(_TC(zt, 0.7, 5, block_v=16), _TC(z, 0.7, 5, block_v=16))
 
 
+def _subnormal_bf16(rows: int, cols: int, seed: int) -> torch.Tensor:
+    """bfloat16 values in ``(-5e-39, 5e-39)``: subnormal (below ``2**-126``), exact in float32."""
+    g = torch.Generator().manual_seed(seed)
+    return ((torch.rand(rows, cols, generator=g) * 2 - 1) * 5e-39).to(torch.bfloat16)
+
+
+#: Entry points on bfloat16 subnormal logits at ``T = 1e-38`` (where ``z / T`` is of order 1), against the twin.
+SUBNORMAL = {
+    "sample_from_logits": lambda z: _L(z, temperature=1e-38, seed=3, num_samples=8),
+    "sample (h = 1, w = the logits)": lambda z: _S(torch.ones(1, 1, dtype=torch.bfloat16), z.T.contiguous(),
+                                                   temperature=1e-38, seed=3, num_samples=8),
+    "sample_tile_cdf_from_logits": lambda z: _TC(z, 1e-38, 3, block_v=16),
+}  # fmt: skip
+
+
+@cpu_table
+@pytest.mark.parametrize("entry", list(SUBNORMAL))
+def test_bf16_subnormal_logits_are_read_exactly(entry):
+    """The interpreter converted bfloat16 subnormals to wrong float32 values (``1.38e-39`` to ``1.03e-38``), a
+    silent wrong law at ``T = 1e-38``; the launchers now convert on the host (found by ``tests/fuzz``)."""
+    from flashsampling.tile_cdf.twin import draw_tiles_np, tile_logmass, tile_stage1_np
+    from flashsampling.twin import sample_twin
+
+    z = _subnormal_bf16(1, 300, 7)
+    z32 = z.float().numpy()
+    got = np.asarray(SUBNORMAL[entry](z))
+    if entry.startswith("sample_tile_cdf"):
+        m, q, draw = tile_stage1_np(z32, np.float32(1) / np.float32([1e-38]), 3, block_v=16)
+        want = draw[np.arange(1), draw_tiles_np(tile_logmass(m, q), 3, 16)]
+    else:
+        want = sample_twin(z32, np.float32(1e-38), seed=3, num_samples=8)
+    assert np.array_equal(got, want), (got, want)
+
+
 def test_wide_k_offsets_for_the_issue_shape():
     """The launcher forms the K loop's offsets in int64 for a column-major weight with V * D >= 2**31 (151936 x
     16384: 16383 * 151936 wraps in int32), in int32 for the row-major layouts of every model (shapes only: meta)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -32,6 +33,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="Hypothesis seed")
     parser.add_argument("--bound", type=float, default=CALL_BOUND_S, help="seconds before a call is a hang")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
+    parser.add_argument("--out", help="write the record here instead of docs/fuzz.json (and leave the docs alone)")
     args = parser.parse_args(argv)
     record = fuzz_round(args.examples, args.seed, worlds=args.worlds, bound=args.bound,
                         progress=lambda line: print(line, file=sys.stderr, flush=True))  # fmt: skip
@@ -44,7 +46,9 @@ def main(argv=None) -> int:
     )
     table = report.render(record)
     print(table)
-    if not args.no_write:
+    if args.out:
+        report.save(record, Path(args.out))
+    elif not args.no_write:
         report.save(record)
         report.write_block(table)
     bad = sum(record["totals"][k] for k in (*DEFECTS, "unclear exception", "refused a good input"))

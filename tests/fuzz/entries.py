@@ -110,10 +110,6 @@ def _int(x, default: int) -> int:
     return default if x is None else int(x)
 
 
-def _flag(built: dict, name: str, default: bool) -> bool:
-    return bool(built.get(name, default))
-
-
 def logits_rows(z32: np.ndarray, temperature, *, lm_head: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``(inv, bad)`` per row for float32 logits and a temperature of a kind the entry point takes."""
     inv, tbad, _ = inverse_temperatures(temperature, z32.shape[0])
@@ -840,12 +836,17 @@ def _law_logits(draw) -> Arg:
                         "masked_row", "nan", "posinf", "neginf"]))  # fmt: skip
     dtype = draw(A.pick(["float64", "float32", "float16", "bfloat16", "int32", "bool"]))
     form = draw(A.pick(["numpy", "torch", "torch", "list"]))
-    layout = "list" if form == "list" else draw(A.pick(["contiguous", "transposed", "strided"]))
+    layout = (
+        draw(A.pick(["contiguous", "transposed", "strided"]))
+        if form == "torch"
+        else {"list": "list"}.get(form, "contiguous")
+    )
     recipe = TensorRecipe(tuple(shape), dtype, "cpu", layout if len(shape) == 2 or layout == "list" else "contiguous",
                           kind, draw(A.seeds))  # fmt: skip
     refuse = len(shape) == 0 or 0 in shape or dtype in ("int32", "bool")
     if not refuse:
-        z = make_tensor(dataclasses.replace(recipe, layout="contiguous")).to(torch.float64).numpy()
+        built = make_tensor(recipe)  # the values the law sees (a strided view skips half of its base)
+        z = built.to(torch.float64).numpy() if isinstance(built, torch.Tensor) else np.asarray(built, dtype=np.float64)
         rows = z.reshape(-1, z.shape[-1])
         refuse = bool(np.isnan(z).any() or np.isposinf(z).any() or np.isneginf(rows).all(axis=1).any())
     if form == "numpy":
