@@ -12,6 +12,8 @@ from .oracle import OUTCOMES
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "docs" / "fuzz.json"
+#: The same round on the code before issue 36's fixes (``--out docs/fuzz-before.json --label ...``).
+BEFORE = ROOT / "docs" / "fuzz-before.json"
 DOC = ROOT / "docs" / "reliability.md"
 KEY = "fuzz-table"
 _BLOCK = re.compile(
@@ -19,9 +21,9 @@ _BLOCK = re.compile(
 )
 
 
-def render(record: dict) -> str:
-    """The markdown table of a round: inputs by entry point and outcome, the total, how the round was run, and the
-    calls of every outcome that is not a clear error or a correct result."""
+def render(record: dict, before: dict | None = None) -> str:
+    """The markdown table of a round: inputs by entry point and outcome, the total, how the round was run, the
+    totals of the ``before`` round, and the calls of every outcome that is not a clear error or a correct result."""
     head = "| entry point | inputs | " + " | ".join(OUTCOMES) + " |"
     lines = [head, "|---|" + "---:|" * (len(OUTCOMES) + 1)]
     for name, counts in record["counts"].items():
@@ -33,11 +35,17 @@ def render(record: dict) -> str:
     lines.append(f"Round: {record['examples_per_entry']} distinct inputs per entry point drawn by Hypothesis (seed "
                  f"{record['seed']}), {record['world_calls']} calls in worlds of 1 to 4 gloo ranks; "
                  f"{record['environment']}; `{record['command']}`.")  # fmt: skip
+    if before is not None:
+        shown = ", ".join(f"{before['totals'][k]} {k}" for k in OUTCOMES if before["totals"][k])
+        lines.append("")
+        lines.append(f"The same round on {before['label']}: {before['inputs']} inputs, {shown}.")
     for kind, calls in record["examples"].items():
         lines.append("")
-        lines.append(f"{kind}:")
-        for c in calls:
-            lines.append(f"* `{c['entry']}`: `{c['call'][:200]}` -- {c['detail'][:200]}")
+        lines.append(f"{kind} (the first {len(calls)}; calls shown alike differ in their data's seed):")
+        shown = [f"* `{c['entry']}`: `{c['call'][:200]}` -- {c['detail'][:200]}" for c in calls]
+        for line in dict.fromkeys(shown):
+            n = shown.count(line)
+            lines.append(line + (f" ({n} calls)" if n > 1 else ""))
     return "\n".join(lines) + "\n"
 
 
