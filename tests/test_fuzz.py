@@ -108,7 +108,8 @@ PLANTED = {
 @pytest.mark.parametrize("name", list(PLANTED))
 def test_the_classification_catches_a_planted_defect(name):
     run, call, expected = PLANTED[name]
-    assert execute(_planted(run), call, bound=1.0).kind == expected
+    bound = 1.0 if expected == "hang" else 120.0  # the real calls take seconds on busy cores, the planted hang 30 s
+    assert execute(_planted(run), call, bound=bound).kind == expected
 
 
 def test_the_grouped_oracle_catches_the_flat_draw():
