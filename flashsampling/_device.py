@@ -117,6 +117,16 @@ if INTERPRET:
 UPCAST_DOT: bool = INTERPRET
 
 
+def interpreter_float32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as float32 (exact) if it is bfloat16 and the kernels are interpreted; else ``x`` itself.
+
+    The interpreter (triton 3.6) converts a bfloat16 subnormal (``|x| < 2**-126``) to float32 wrongly
+    (``triton/runtime/interpreter.py``, ``_convert_float``: ``1.38e-39`` became ``1.03e-38``), which changed the law
+    of logits that small at ``T = 1e-38`` (the fuzzer of ``tests/fuzz`` found it).  The launchers convert on the host
+    instead; compiled kernels convert exactly and are left alone."""
+    return x.float() if INTERPRET and x.dtype == torch.bfloat16 else x
+
+
 def device_function(fn):
     """``triton.jit`` for device functions; in the interpreter, the function is used as it is.
 

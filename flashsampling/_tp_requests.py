@@ -3,9 +3,11 @@
 :func:`agree` gathers a fixed-length int64 header per rank (:data:`HEADER_FIELDS`) before any work and
 :func:`check_requests` applies the same checks to the same table on every rank, so that every rank raises alike: a
 rank's own argument error (that rank raises it, the others a ``ValueError`` that names and quotes it), arguments
-that differ between ranks, shards that do not tile ``[0, V)``.  The table also settles the shard starts and a drawn
-seed.  :func:`all_gather_rows` bounds every wait by a timeout.  The samplers are in :mod:`flashsampling.distributed`,
-whose docstring describes both exchanges.
+that differ between ranks, shards that do not tile ``[0, V)``.  Where every rank passed a temperature tensor, the
+tensors' values themselves are gathered next (``B`` float64 words per rank) and compared exactly
+(:func:`check_temperature_rows`): no digest that two different tensors could share.  The table also settles the
+shard starts and a drawn seed.  :func:`all_gather_rows` bounds every wait by a timeout.  The samplers are in
+:mod:`flashsampling.distributed`, whose docstring describes the exchanges.
 """
 
 from __future__ import annotations
@@ -37,15 +39,13 @@ HEADER_FIELDS = ("tag", "status", "entry", "B", "D", "num_samples", "dtype", "co
 #: Words of a rejected rank's message in its header (256 bytes of UTF-8).
 MESSAGE_WORDS = 32
 #: The header's first word: a rank that is in another collective (or another version of this one) is told apart.
-_TAG = 0x46534D54505231  # "FSMTPR1"
+_TAG = 0x46534D54505232  # "FSMTPR2": version 2 gathers temperature tensors' values (version 1 hashed them)
 #: The fields every rank must pass alike, with the names the messages give them.
 _AGREED = (("entry", "entry points"), ("B", "batch sizes B"), ("D", "hidden sizes D"), ("num_samples", "num_samples"),
            ("dtype", "dtypes"), ("combine", "combine"), ("return_logsumexp", "return_logsumexp"),
            ("host_checks", "host_checks"), ("vocab_size", "vocab_size"))  # fmt: skip
-#: Status of a rank's own argument checks.
-_OK, _TYPE_ERROR, _VALUE_ERROR = 0, 1, 2
-#: An odd 64-bit constant (2**64 / golden ratio, SplitMix64's increment) as a signed int64: the digest's weights.
-_GOLDEN = 0x9E3779B97F4A7C15 - 2**64
+#: Status of a rank's own argument checks (and, in the exchange of candidates, of its stage 1).
+_OK, _TYPE_ERROR, _VALUE_ERROR, _OTHER_ERROR = 0, 1, 2, 3
 
 
 # --------------------------------------------------------------------------------------------
@@ -53,11 +53,30 @@ _GOLDEN = 0x9E3779B97F4A7C15 - 2**64
 # --------------------------------------------------------------------------------------------
 
 
+def check_group(group) -> None:
+    """``None`` (the default group: the world, or a world of one without an initialized process group) or a
+    ``torch.distributed.ProcessGroup`` of an initialized process group; anything else is refused on every world
+    size alike (a string such as ``"world"`` is not a group, even where there is only one rank)."""
+    if group is None:
+        return
+    process_group = getattr(dist, "ProcessGroup", None) if dist.is_available() else None
+    if process_group is None or not isinstance(group, process_group):
+        raise TypeError(f"group must be a torch.distributed.ProcessGroup or None, got {type(group).__name__}")
+    if not dist.is_initialized():
+        raise ValueError("group is a ProcessGroup but no process group is initialized (torch.distributed."
+                         "init_process_group was not called, or the group was destroyed)")  # fmt: skip
+
+
 def world_of(group=None) -> tuple[int, int]:
-    """``(rank, world_size)`` of ``group``; ``(0, 1)`` without an initialized process group."""
+    """``(rank, world_size)`` of ``group`` (checked by :func:`check_group`); ``(0, 1)`` without an initialized
+    process group."""
+    check_group(group)
     if not (dist.is_available() and dist.is_initialized()):
         return 0, 1
-    return dist.get_rank(group), dist.get_world_size(group)
+    rank = dist.get_rank(group)
+    if rank < 0:
+        raise ValueError("this rank is not a member of group: every rank that calls must belong to it")
+    return rank, dist.get_world_size(group)
 
 
 def is_gloo(group) -> bool:
@@ -66,8 +85,9 @@ def is_gloo(group) -> bool:
 
 
 def all_gather_rows(payload: torch.Tensor, group=None, *, timeout: float | None = None,
-                    what: str = "the exchange") -> torch.Tensor:  # fmt: skip
-    """All-gather a 1-D tensor (same length on every rank) -> ``[world, N]`` in rank order.
+                    what: str = "the exchange", keep_host: bool = False) -> torch.Tensor:  # fmt: skip
+    """All-gather a 1-D tensor (same length on every rank) -> ``[world, N]`` in rank order, on the payload's device
+    (``keep_host``: where the collective left it, host memory for gloo, so that reading it costs nothing).
 
     ``timeout`` (seconds): the longest wait for the other ranks (gloo; on NCCL only where the result is read on the
     host anyway, see the module docstring), then ``TimeoutError``; a failed collective (a rank that crashed)
@@ -96,7 +116,8 @@ def all_gather_rows(payload: torch.Tensor, group=None, *, timeout: float | None 
                                f"{what}: {hint}") from exc  # fmt: skip
         raise RuntimeError(f"rank {rank}: {what} failed after {waited:.1f} s ({str(exc).splitlines()[0][:200]}): "
                            f"{hint}") from exc  # fmt: skip
-    return torch.stack(outs).to(payload.device)
+    table = torch.stack(outs)
+    return table if keep_host else table.to(payload.device)
 
 
 # --------------------------------------------------------------------------------------------
@@ -152,20 +173,37 @@ def check_shard_arguments(combine, vocab_start, vocab_size, return_logsumexp) ->
 
 
 def _temperature_words(request: Request, device: torch.device) -> torch.Tensor:
-    """``[kind, value]`` (int64, on ``device``): a number's float64 bits (kind 0), or for a tensor (kind 1) a digest
-    of its rows' float32 ``1/T`` bits and validity flags, ``sum_b bits_b * (b + 1) * golden (mod 2**64)``, computed
-    on the tensor's device (no synchronization here)."""
+    """``[kind, value]`` (int64, on ``device``): a number's float64 bits with ``-0.0`` read as ``0.0`` (kind 0: the
+    values are compared, and ``-0.0`` and ``0.0`` are the same greedy temperature), or ``[1, 0]`` for a tensor,
+    whose values travel in their own exchange (:func:`temperature_rows`)."""
     t = request.temperature
-    if not isinstance(t, torch.Tensor):
-        bits = struct.unpack("<q", struct.pack("<d", float(t)))[0]
-        return torch.tensor([0, bits], dtype=torch.int64).to(device)
-    inv = request.inv_temp
-    bits = inv.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
-    if request.temp_flags is not None:
-        bits = bits | (request.temp_flags.to(torch.int64) << 32)
-    weights = torch.arange(1, inv.shape[0] + 1, dtype=torch.int64, device=inv.device) * _GOLDEN  # wraps mod 2**64
-    digest = (bits * weights).sum()
-    return torch.cat([torch.ones(1, dtype=torch.int64, device=inv.device), digest.reshape(1)]).to(device)
+    if isinstance(t, torch.Tensor):
+        return torch.tensor([1, 0], dtype=torch.int64).to(device)
+    bits = struct.unpack("<q", struct.pack("<d", float(t) + 0.0))[0]  # -0.0 + 0.0 == +0.0
+    return torch.tensor([0, bits], dtype=torch.int64).to(device)
+
+
+def temperature_rows(temperature: torch.Tensor, batch: int) -> torch.Tensor:
+    """A temperature tensor's values as the caller gave them, one per row (a 0-dim tensor repeated ``batch``
+    times), as the int64 bits of their float64 values (exact for every float dtype), with ``-0.0`` read as ``0.0``
+    and every NaN as one NaN: equal words iff equal values, NaN counting as equal to NaN.  On the tensor's
+    device (no synchronization)."""
+    v = temperature.detach().reshape(-1).expand(batch).to(torch.float64) + 0.0
+    v = torch.where(torch.isnan(v), torch.full_like(v, math.nan), v)
+    return v.contiguous().view(torch.int64)
+
+
+def check_temperature_rows(table: torch.Tensor) -> None:
+    """The exchange of temperature tensors' values: ``table`` int64 ``[world, B]`` (rank ``r``'s row: its
+    :func:`temperature_rows`), the same on every rank; ``ValueError`` naming the first row whose values differ."""
+    differ = (table != table[:1]).any(dim=0)
+    if not bool(differ.any()):
+        return
+    row = int(torch.nonzero(differ)[0, 0])
+    values = table[:, row].contiguous().view(torch.float64).tolist()
+    shown = ", ".join(f"rank {r}: {v!r}" for r, v in enumerate(values))
+    raise ValueError(f"ranks passed different temperature tensors (row {row}: {shown}); every rank must pass the "
+                     "same values")  # fmt: skip
 
 
 def _encode_message(text: str) -> list[int]:
@@ -193,6 +231,31 @@ def _header(shard: Shard | None, error: BaseException | None, device: torch.devi
     temp = _temperature_words(r, device)
     return torch.cat([torch.tensor(head, dtype=torch.int64).to(device), temp,
                       torch.tensor(tail, dtype=torch.int64).to(device)])  # fmt: skip
+
+
+def failure_words(error: BaseException | None) -> list[int]:
+    """``[status] + MESSAGE_WORDS`` words: how this rank's work after the first exchange ended (its stage 1: an
+    out-of-memory, a kernel that does not compile for this rank's ``tiles``), carried in the exchange of candidates
+    so that its peers raise too instead of returning tokens drawn without its shard."""
+    if error is None:
+        return [_OK] + [0] * MESSAGE_WORDS
+    status = _TYPE_ERROR if isinstance(error, TypeError) else _VALUE_ERROR if isinstance(error, ValueError) else \
+        _OTHER_ERROR  # fmt: skip
+    return [status] + _encode_message(f"{type(error).__name__}: {error}")
+
+
+def raise_on_failures(table: list[list[int]], error: BaseException | None, what: str) -> None:
+    """Every rank's :func:`failure_words` (``[world][1 + MESSAGE_WORDS]``, the same on every rank): this rank
+    re-raises its own ``error``; the others raise ``ValueError`` (the failed ranks raised ``TypeError`` or
+    ``ValueError``) or ``RuntimeError`` naming the failed ranks and quoting them."""
+    failed = [r for r, row in enumerate(table) if row[0] != _OK]
+    if not failed:
+        return
+    if error is not None:
+        raise error
+    quoted = "; ".join(f"rank {r}: {_decode_message(table[r][1:])}" for r in failed)
+    kind = ValueError if all(table[r][0] in (_TYPE_ERROR, _VALUE_ERROR) for r in failed) else RuntimeError
+    raise kind(f"rank(s) {', '.join(map(str, failed))} failed in {what} ({quoted}); every rank raises")
 
 
 def _shown(field: str, value: int) -> str:
@@ -249,10 +312,7 @@ def check_requests(table: list[list[int]], rank: int, error: BaseException | Non
     if _differ(table, "temperature_kind"):
         kinds = _by_rank(table, "temperature_kind", lambda v: "a tensor" if v else "a number")
         raise ValueError(f"ranks passed different temperatures ({kinds}); every rank must pass the same")
-    if _differ(table, "temperature"):
-        if table[0][f["temperature_kind"]]:
-            raise ValueError("ranks passed different temperature tensors (their rows' 1/T differ); every rank must "
-                             "pass the same")  # fmt: skip
+    if _differ(table, "temperature"):  # numbers (a tensor's word is 0: its values are compared next)
         shown = _by_rank(table, "temperature", lambda v: repr(struct.unpack("<d", struct.pack("<q", v))[0]))
         raise ValueError(f"ranks passed different temperatures ({shown}); every rank must pass the same")
     sizes = [row[f["size"]] for row in table]
@@ -284,10 +344,15 @@ def agree(shard: Shard | None, error: BaseException | None, group, timeout: floa
     (:func:`check_requests`), and settle the seed and the shard starts."""
     rank, _ = world_of(group)
     local = shard.request.inv_temp.device if shard is not None else None
-    header = _header(shard, error, _exchange_device(group, local))
+    where = _exchange_device(group, local)
+    header = _header(shard, error, where)
     table = all_gather_rows(header, group, timeout=timeout, what="the exchange of requests").cpu().tolist()
     starts, V = check_requests(table, rank, error)
     request = shard.request
+    if isinstance(request.temperature, torch.Tensor):  # every rank passed a tensor of B rows (checked above)
+        rows = temperature_rows(request.temperature, shard.B).to(where)
+        check_temperature_rows(all_gather_rows(rows, group, timeout=timeout, what="the exchange of temperatures")
+                               .cpu())  # fmt: skip
     if not shard.seed_given:
         common = table[0][HEADER_FIELDS.index("seed")] % 2**64
         request = dataclasses.replace(request, seed=common)

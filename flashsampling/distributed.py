@@ -21,19 +21,24 @@ factorized
 
 Exchanges
 ---------
-Two all-gathers per call:
+Two all-gathers per call (three with temperature tensors):
 
 1. *The request*, before any work: a fixed-length int64 header per rank (:data:`HEADER_FIELDS`): the entry point,
    ``B``, ``D``, ``num_samples``, the dtype, ``combine``, ``return_logsumexp``, ``host_checks``, the seed (or that
-   it is to be drawn), ``vocab_size``, the temperature (a number's float64 bits, or a digest of a tensor's per-row
-   float32 ``1/T`` and validity flags), the shard ``(vocab_start, size)``, and whether this rank's own argument
-   checks failed (with the start of its message).  Every rank sees the same table and applies the same checks, so
-   a mismatch raises the same ``ValueError`` on every rank (``ranks passed different num_samples: rank 0: 2, rank
-   1: 3``); a rank whose own arguments were rejected raises its own error and the others a ``ValueError`` that
-   names it and quotes it.  The table also settles the shard starts (``vocab_start=None``: consecutive in rank
-   order), the seed (``seed=None``: rank 0's draw), and checks that the shards tile ``[0, V)``.
+   it is to be drawn), ``vocab_size``, the temperature (a number's float64 bits, ``-0.0`` read as ``0.0``, or that it
+   is a tensor), the shard ``(vocab_start, size)``, and whether this rank's own argument checks failed (with the
+   start of its message).  Every rank sees the same table and applies the same checks, so a mismatch raises the same
+   ``ValueError`` on every rank (``ranks passed different num_samples: rank 0: 2, rank 1: 3``); a rank whose own
+   arguments were rejected raises its own error and the others a ``ValueError`` that names it and quotes it.  The
+   table also settles the shard starts (``vocab_start=None``: consecutive in rank order), the seed (``seed=None``:
+   rank 0's draw), and checks that the shards tile ``[0, V)``.  Where every rank passed a temperature tensor, its
+   values follow (``B`` float64 words per rank) and are compared exactly, never through a digest that two different
+   tensors could share.
 2. *The candidates*, after stage 1: ``B * (2 + 3 S)`` int64 words per rank (log-mass, ``(score, key, index)`` per
-   sample, flags), then the combine.
+   sample, flags) and how the rank's stage 1 ended (a status and the start of its error), then the combine.  A rank
+   whose stage 1 raised (an out-of-memory, a kernel that does not compile for its ``tiles``) raises its own error,
+   the others a ``RuntimeError`` (or ``ValueError``) quoting it -- where the status is read at no cost (gloo) or
+   anyway (``host_checks``); on NCCL without ``host_checks`` the failed rank raises without joining.
 
 Errors found after the second exchange (NaN/inf logits on any rank, a row with no finite logit) are raised on every
 rank alike (with ``host_checks``); the tokens are always global indices in ``[0, V)``.
@@ -47,8 +52,9 @@ first (read on the host anyway) is, the second is stream-ordered and bounded by 
 group's ``timeout``).
 
 Synchronizations.  The first exchange is read on the host: with gloo that is a host collective, with NCCL one
-device-to-host copy (which waits for the work queued before the call).  With ``host_checks`` the flags are read once
-more at the end (:meth:`flashsampling._request.Request.finish`).
+device-to-host copy (which waits for the work queued before the call); a temperature tensor's values likewise.  With
+``host_checks`` the ranks' stage-1 statuses and the flags are read once more at the end
+(:meth:`flashsampling._request.Request.finish`).
 
 Backends: gloo on CPU (CUDA payloads are staged through host memory for gloo), NCCL on GPU.
 Without an initialized process group the functions run as a world of one (the same checks, no exchange).
@@ -66,13 +72,16 @@ from ._request import GIVEN_LOGITS, LM_HEAD_LOGITS, Request, new_request
 from ._tp_requests import (
     COMBINES,
     DEFAULT_TIMEOUT_S,
+    MESSAGE_WORDS,
     Agreed,
     Shard,
     agree,
     all_gather_rows,
     check_shard_arguments,
     check_timeout,
+    failure_words,
     is_gloo,
+    raise_on_failures,
     world_of,
 )
 from .grouped import _check_row, grouped_sampler_np, masked_logsumexp
@@ -117,30 +126,52 @@ def _empty_candidates(B: int, S: int, start: int, device):
 
 def _sample_shard(agreed: Agreed, stage1, *, size: int, combine: str, return_logsumexp, group, timeout):
     """This rank's candidates (``stage1(request, start, return_lse)``'s, reduced; none for an empty shard), then the
-    exchange and the combine.  Log-masses are computed only where the combine or the caller needs them."""
+    exchange and the combine.  Log-masses are computed only where the combine or the caller needs them.
+
+    A stage 1 that raises (an out-of-memory, a kernel that does not compile for this rank's ``tiles``) still joins
+    the exchange with its error, where its peers can read it on the host at no cost (gloo) or read the exchange
+    anyway (``host_checks``): then every rank raises.  Otherwise (NCCL without ``host_checks``, where reading it
+    would synchronize) the rank raises at once and its peers wait for NCCL's watchdog: never tokens drawn without
+    its shard."""
     request = agreed.request
     need_lse = combine == "factorized" or return_logsumexp
     B = request.inv_temp.shape[0]
-    if size == 0:
+    error = None
+    cands = None
+    if size:
+        try:
+            cands = _local_candidates(stage1(request, agreed.start, need_lse), request.inv_temp, need_lse)
+        except Exception as exc:  # noqa: BLE001 - carried to the peers, then re-raised here
+            if not (is_gloo(group) or request.host_checks):
+                raise
+            error = exc
+    if cands is None:
         cands = _empty_candidates(B, request.num_samples, agreed.start, request.inv_temp.device)
-    else:
-        cands = _local_candidates(stage1(request, agreed.start, need_lse), request.inv_temp, need_lse)
     return _exchange_and_combine(cands, agreed, combine=combine, return_logsumexp=return_logsumexp, group=group,
-                                 timeout=timeout)  # fmt: skip
+                                 timeout=timeout, error=error)  # fmt: skip
 
 
-def _exchange_and_combine(cands, agreed: Agreed, *, combine, return_logsumexp, group, timeout):
-    """The second exchange (the ranks' candidates, in the order of the first exchange's starts) and the combine."""
+def _exchange_and_combine(cands, agreed: Agreed, *, combine, return_logsumexp, group, timeout, error=None):
+    """The second exchange (the ranks' candidates, in the order of the first exchange's starts, and how each rank's
+    stage 1 ended: :func:`~flashsampling._tp_requests.failure_words`) and the combine."""
     request = agreed.request
     L, m, k, i, flags = cands
     B, S = m.shape
     lo, hi = request.seed_words
+    device = m.device
+    # A constant tail is a fill on the device (a host-to-device copy would wait for stage 1).
+    tail = torch.zeros(1 + MESSAGE_WORDS, dtype=torch.int64, device=device) if error is None else \
+        torch.tensor(failure_words(error), dtype=torch.int64).to(device)  # fmt: skip
     payload = torch.cat(
         [L.contiguous().view(torch.int64), _f32_bits(m).reshape(-1), k.reshape(-1), i.reshape(-1),
-         flags.to(torch.int64)]
+         flags.to(torch.int64), tail]
     )  # fmt: skip
-    table = all_gather_rows(payload, group, timeout=timeout if is_gloo(group) else None,
-                            what="the exchange of candidates")  # fmt: skip
+    gloo = is_gloo(group)
+    table = all_gather_rows(payload, group, timeout=timeout if gloo else None, what="the exchange of candidates",
+                            keep_host=True)  # fmt: skip
+    if table.device.type == "cpu" or request.host_checks:  # free on gloo; with host_checks the finish reads anyway
+        raise_on_failures(table[:, -(1 + MESSAGE_WORDS) :].cpu().tolist(), error, "stage 1")
+    table = table.to(device)
     W = table.shape[0]
     o = 0
     L_all = table[:, o : o + B].contiguous().view(torch.float64)  # [W, B]
@@ -238,9 +269,12 @@ def sample_tp(
     ------
     TypeError, ValueError
         On every rank alike: a rank's bad argument (that rank raises its own error, the others a ``ValueError``
-        naming it), arguments that differ between ranks (B, D, num_samples, dtype, temperature, combine, seed,
-        return_logsumexp, host_checks, vocab_size), shards that do not tile ``[0, V)``; with ``host_checks``,
-        NaN/inf logits or a row with no finite logit on any rank.
+        naming it), arguments that differ between ranks (B, D, num_samples, dtype, temperature -- compared by value
+        --, combine, seed, return_logsumexp, host_checks, vocab_size), shards that do not tile ``[0, V)``, a
+        ``group`` that is not a ``ProcessGroup`` (this rank); with ``host_checks``, NaN/inf logits or a row with no
+        finite logit on any rank.
+    RuntimeError
+        A rank's stage 1 raised (that rank raises its own error).
     TimeoutError, RuntimeError
         A rank did not join an exchange within ``timeout`` seconds, or crashed.
     """

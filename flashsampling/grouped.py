@@ -63,6 +63,12 @@ U32 = 2.0**-24
 DEFAULT_GROUP_SIZE = 128
 #: NumPy work per step of the twins (elements of noise); memory control only.
 _CHUNK_ELEMENTS = 1 << 18
+#: The most caller-given groups an entry point takes.  Each group is its own stage-1 launch and reduction, so the
+#: cost grows linearly with the number of groups: 38 ms a group in the Triton interpreter (2 busy CPU cores:
+#: ``group_sizes=[1] * 40`` took 1.55 s against 0.10 s for two groups), so ``[1] * V`` at V = 151936 would take 1.6
+#: hours there.  1024 groups is far beyond a tensor-parallel world or a hierarchy of shards; tile groups
+#: (``group_sizes=None``) cost one launch whatever their number.
+MAX_GROUPS = 1024
 
 
 # --------------------------------------------------------------------------------------------
@@ -228,15 +234,23 @@ def check_group_sizes(group_sizes, V: int) -> list[tuple[int, int]]:
     return list(zip(starts, sizes))
 
 
-def check_arguments(group_sizes, V: int, return_logsumexp, *, tiles=None, blocks=None) -> None:
-    """The grouped entry points' own arguments, before any launch: ``group_sizes`` against ``V``, the flag
-    ``return_logsumexp``, and ``tiles`` or the logits kernel's ``(B, block_b, block_v)``."""
+def check_arguments(group_sizes, V: int, return_logsumexp, *, tiles=None, blocks=None) -> list[int] | None:
+    """The grouped entry points' own arguments, before any launch: ``group_sizes`` against ``V`` (at most
+    :data:`MAX_GROUPS` groups), the flag ``return_logsumexp``, and ``tiles`` or the logits kernel's ``(B, block_b,
+    block_v)``.  Returns the sizes as a list (``None``: tile groups), read once: a generator is consumed here and
+    its sizes used, not read again (empty) by the launches."""
+    sizes = None
     if group_sizes is not None:
-        check_group_sizes(group_sizes, V)
+        sizes = [m for _, m in check_group_sizes(group_sizes, V)]
+        if len(sizes) > MAX_GROUPS:
+            raise ValueError(f"group_sizes has {len(sizes)} groups; at most {MAX_GROUPS}: each group is its own "
+                             "stage-1 launch and reduction, so the time grows with their number; group_sizes=None "
+                             "makes stage 1's tiles the groups (one launch)")  # fmt: skip
     check.check_flag("return_logsumexp", return_logsumexp)
     check.check_tiles(tiles)
     if blocks is not None:
         logits_tiles(blocks[0], V, *blocks[1:])
+    return sizes
 
 
 def grouped_partials(
@@ -318,9 +332,10 @@ def sample_grouped(
         As in :func:`flashsampling.sample`.
     temperature, seed, num_samples, host_checks, tiles
         As in :func:`flashsampling.sample`.
-    group_sizes : sequence of int or None
-        Sizes of consecutive vocabulary groups (any sizes >= 0, summing to ``V``); each is one
-        launch with ``col_offset`` = its start.  ``None``: the groups are stage 1's tiles.
+    group_sizes : iterable of int, or None
+        Sizes of consecutive vocabulary groups (any sizes >= 0, summing to ``V``; read once, so a generator
+        works; at most :data:`MAX_GROUPS` groups); each is one launch with ``col_offset`` = its start.
+        ``None``: the groups are stage 1's tiles.
     return_logsumexp : bool
         Also return ``logsumexp(z / T)`` per row (float64 ``[B]``; ``max z`` for a greedy row).
 
@@ -336,7 +351,7 @@ def sample_grouped(
     """
     request, V = lm_head_request(hidden, weight, temperature=temperature, seed=seed, num_samples=num_samples,
                                  host_checks=host_checks)  # fmt: skip
-    check_arguments(group_sizes, V, return_logsumexp, tiles=tiles)
+    group_sizes = check_arguments(group_sizes, V, return_logsumexp, tiles=tiles)
     partials = grouped_partials(request, hidden, weight, group_sizes=group_sizes, tiles=tiles)
     return finish_grouped(partials, request, return_logsumexp, V)
 
@@ -359,7 +374,7 @@ def sample_grouped_from_logits(
     """
     request, V = logits_request(logits, temperature=temperature, seed=seed, num_samples=num_samples,
                                 host_checks=host_checks)  # fmt: skip
-    check_arguments(group_sizes, V, return_logsumexp, blocks=(logits.shape[0], block_b, block_v))
+    group_sizes = check_arguments(group_sizes, V, return_logsumexp, blocks=(logits.shape[0], block_b, block_v))
     partials = grouped_partials_from_logits(request, logits, group_sizes=group_sizes, block_b=block_b,
                                             block_v=block_v)  # fmt: skip
     return finish_grouped(partials, request, return_logsumexp, V)

@@ -63,8 +63,16 @@ def _normalize_device(device) -> torch.device:
     except RuntimeError as exc:
         raise ValueError(f"device={device!r} is not a device: {exc}") from None
     check.check_device_type("device", d)
-    if d.type == "cuda" and d.index is None:
-        d = torch.device("cuda", torch.cuda.current_device())
+    if d.type == "cuda":
+        # torch.cuda.current_device() on a machine without CUDA raises AssertionError: say what is wrong instead.
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"device={device!r}: CUDA is not available on this machine (torch.cuda.is_available() "
+                             "is False)")  # fmt: skip
+        if d.index is None:
+            d = torch.device("cuda", torch.cuda.current_device())
+        elif d.index >= count:
+            raise ValueError(f"device={device!r}: this machine has {count} CUDA device(s)")
     return d
 
 
@@ -124,12 +132,16 @@ class OnlineSampler:
     ) -> None:
         batch_size = check.check_int("batch_size", batch_size, low=1, high=check.MAX_INDEX)
         if device is None and isinstance(temperature, torch.Tensor):
+            check.check_device_type("temperature.device", temperature.device)
             device = temperature.device
         self.batch_size = batch_size
         self.device: torch.device | None = None
-        # The checks now (the seed drawn once); the state is made on the device, else on the first chunk's.
-        self._request = new_request(temperature, seed, num_samples, batch_size, _normalize_device(device or "cpu"),
-                                    host_checks=host_checks, what=GIVEN_LOGITS)  # fmt: skip
+        # The checks now (the seed drawn once); the state is made on the device, else on the first chunk's.  Without
+        # a device the number temperature's 1/T is made on "meta" (shapes only: no memory, no kernel, no device the
+        # kernels must run on -- the first chunk's device is not known yet, and it need not be the CPU).
+        where = _normalize_device(device) if device is not None else torch.device("meta")
+        self._request = new_request(temperature, seed, num_samples, batch_size, where, host_checks=host_checks,
+                                    what=GIVEN_LOGITS)  # fmt: skip
         self.num_samples = self._request.num_samples
         self.seed = self._request.seed
         self.host_checks = host_checks
@@ -160,16 +172,22 @@ class OnlineSampler:
         """Number of vocabulary columns merged so far."""
         return sum(b - a for a, b in self._intervals)
 
-    def _claim(self, start, size: int) -> int:
+    def _check_start(self, start, size: int) -> int:
+        """``start`` (``None``: the end of the previous chunk) checked for a chunk of ``size`` columns, whatever
+        ``size`` (a chunk of no columns with a bad ``start`` is refused as any other)."""
         if start is None:
             start = self._next
-        if isinstance(start, bool) or not isinstance(start, (int, np.integer)):
+        if isinstance(start, (bool, np.bool_)) or not isinstance(start, (int, np.integer)):
             raise TypeError(f"start must be an int >= 0 or None, got {type(start).__name__}")
         start = int(start)
         if start < 0:
             raise ValueError(f"start={start} must be >= 0")
+        check.check_counter("start + chunk size", start + size - 1 if size else start)
+        return start
+
+    def _claim(self, start, size: int) -> int:
+        start = self._check_start(start, size)
         end = start + size
-        check.check_counter("start + chunk size", end - 1 if size else start)
         j = bisect.bisect_left(self._intervals, (start, end))
         for a, b in self._intervals[max(0, j - 1) : j + 1]:
             if a < end and start < b:
@@ -228,6 +246,7 @@ class OnlineSampler:
         self._check_rows("hidden", B, device)
         self._check_hidden(hidden)
         if C == 0:
+            self._check_start(start, 0)
             return
         start = self._claim(start, C)
         parts, _ = self._request.stage1(hidden, weight_chunk, tiles, col_offset=start, return_lse=True)
@@ -240,6 +259,7 @@ class OnlineSampler:
         logits_tiles(B, C, block_b, block_v)  # the block sizes, checked before any work
         self._check_rows("logits_chunk", B, logits_chunk.device)
         if C == 0:
+            self._check_start(start, 0)
             return
         start = self._claim(start, C)
         parts, _ = self._request.logits_stage1(logits_chunk, block_b, block_v, col_offset=start, return_lse=True)

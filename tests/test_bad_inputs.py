@@ -410,6 +410,22 @@ CASES = [
         lambda x: _GL(x.z, group_sizes=np.array([16, 24]), seed=1),
         None,
     ),
+    Case(
+        "sample_grouped_from_logits(z, group_sizes=iter([16, 24]))",
+        lambda x: _GL(x.z, group_sizes=iter([16, 24]), seed=1),
+        None,
+    ),
+    Case(
+        "sample_grouped(h, w, group_sizes=(m for m in (16, 0, 24)))",
+        lambda x: _G(x.h, x.w, group_sizes=(m for m in (16, 0, 24)), seed=1),
+        None,
+    ),
+    Case(
+        "sample_grouped_from_logits(z expanded to V=1025, group_sizes=[1] * 1025)",
+        lambda x: _GL(torch.zeros(1, 1).expand(B, 1025), group_sizes=[1] * 1025),
+        ValueError,
+        "group_sizes has 1025 groups; at most 1024",
+    ),
     Case("sample_grouped_from_logits(z, block_v=3)", lambda x: _GL(x.z, block_v=3), ValueError, "block_v=3"),
     Case(
         "sample_grouped_from_logits(z, return_logsumexp='yes')",
@@ -490,6 +506,18 @@ CASES = [
         "start=-1",
     ),
     Case(
+        "OnlineSampler.update_logits(z[:, :0], start=-1)",
+        lambda x: flashsampling.OnlineSampler(B).update_logits(x.z[:, :0], start=-1),
+        ValueError,
+        "start=-1",
+    ),
+    Case(
+        "OnlineSampler.update(h, w[:0], start=2**32)",
+        lambda x: flashsampling.OnlineSampler(B).update(x.h, x.w[:0], start=2**32),
+        ValueError,
+        "start",
+    ),
+    Case(
         "OnlineSampler.update_logits(z, block_v=3)",
         lambda x: flashsampling.OnlineSampler(B).update_logits(x.z, block_v=3),
         ValueError,
@@ -541,6 +569,18 @@ CASES = [
     Case(
         "sample_tp(h, w, temperature=10**400)", lambda x: _TP(x.h, x.w, temperature=10**400), ValueError, "temperature"
     ),
+    Case(
+        "sample_tp_from_logits(z, group='world')",
+        lambda x: _TPL(x.z, seed=1, group="world"),
+        TypeError,
+        "group must be a torch.distributed.ProcessGroup or None, got str",
+    ),
+    Case("sample_tp(h, w, group=0)", lambda x: _TP(x.h, x.w, seed=1, group=0), TypeError, "group must be"),
+    Case(
+        "sample_tp_from_logits(z, temperature=-0.0)",
+        lambda x: _TPL(x.z, seed=1, temperature=-0.0),
+        None,
+    ),
     # ---- the tile inverse-CDF sampler ----
     Case(
         "sample_tile_cdf_from_logits(z, 1.0, seed=-1)",
@@ -563,6 +603,25 @@ CASES = [
         lambda x: _TC(x.z, torch.tensor([1.0, 0.0, 1.0]), 1),
         ValueError,
         r"temperature\[1\]=0 must be > 0",
+        work_before=True,
+    ),
+    Case(
+        "sample_tile_cdf_from_logits(z, tensor [1, nan, 0], 1, host_checks=False)",
+        lambda x: _TC(x.z, torch.tensor([1.0, math.nan, 0.0]), 1, block_v=16, host_checks=False),
+        ValueError,
+        r"temperature\[2\]=0 must be > 0",
+        work_before=True,
+    ),
+    Case(
+        "sample_tile_cdf_from_logits(z, tensor [1, nan, 1], 1, host_checks=False)",
+        lambda x: _TC(x.z, torch.tensor([1.0, math.nan, 1.0]), 1, block_v=16, host_checks=False),
+        None,
+    ),
+    Case(
+        "sample_tile_cdf_from_logits(z, tensor [1, nan, 0], 1)",
+        lambda x: _TC(x.z, torch.tensor([1.0, math.nan, 0.0]), 1, block_v=16),
+        ValueError,
+        r"temperature\[1\]=nan is invalid",
         work_before=True,
     ),
     Case("sample_tile_cdf_from_logits(z, -1.0, 1)", lambda x: _TC(x.z, -1.0, 1), ValueError, "temperature=-1.0"),
@@ -658,6 +717,27 @@ def _tp_seed_none_on_rank_1(x, rank):
     return _TPL(x.zs[rank], seed=None if rank else 1, timeout=20)
 
 
+def _tp_stage1_fails_on_rank_1(x, rank):
+    """Rank 1's stage 1 raises after the first exchange (as an out-of-memory or a kernel that does not compile for
+    its ``tiles`` would); rank 0 must raise too, at once and quoting it (it returned tokens drawn without rank 1's
+    shard, or waited for its timeout)."""
+    from unittest import mock
+
+    def planted(*args, **kwargs):
+        raise RuntimeError("planted stage-1 failure")
+
+    if rank == 0:
+        return _TPL(x.zs[rank], seed=1, timeout=10)
+    with mock.patch.object(request_module, "launch_logits_stage1", planted):
+        return _TPL(x.zs[rank], seed=1, timeout=10)
+
+
+#: Two temperature tensors whose per-row 1/T bits (0x3f800000 each; 4.0 = +2**24, 0.5 = -2**23) gave the same
+#: digest ``sum_b bits_b (b + 1) golden`` that the first exchange compared (before the values were): rank 1 sampled
+#: its shard at T = 0.25 while rank 0 sampled at T = 1.
+_COLLIDING_TEMPERATURES = ([1.0, 1.0, 1.0], [0.25, 2.0, 1.0])
+
+
 #: Rows run by both ranks of a world of two (``run(x, rank)``); rank r holds columns SPLIT[r] .. SPLIT[r + 1].
 _Z = lambda x, r: x.zs[r]
 TP_CASES = [
@@ -695,6 +775,60 @@ TP_CASES = [
         ValueError,
         "different temperature tensors",
         ranks=2,
+    ),
+    Case(
+        "sample_tp_from_logits(z_r, temperature=tensor ([1, 1, 1], [0.25, 2, 1])[rank]) (digests collided)",
+        lambda x, r: _TPL(_Z(x, r), seed=1, temperature=torch.tensor(_COLLIDING_TEMPERATURES[r])),
+        ValueError,
+        r"different temperature tensors \(row 0: rank 0: 1.0, rank 1: 0.25\)",
+        ranks=2,
+    ),
+    Case(
+        "sample_tp_from_logits(z_r, temperature=tensor [1, nan, 1 + rank])",
+        lambda x, r: _TPL(_Z(x, r), seed=1, temperature=torch.tensor([1.0, math.nan, 1.0 + r])),
+        ValueError,
+        r"different temperature tensors \(row 2: rank 0: 1.0, rank 1: 2.0\)",
+        ranks=2,
+    ),
+    Case(
+        "sample_tp_from_logits(z_r, temperature=tensor [1, nan, 1]) (NaN rows alike)",
+        lambda x, r: _TPL(_Z(x, r), seed=1, temperature=torch.tensor([1.0, math.nan, 1.0])),
+        ValueError,
+        r"temperature\[1\]=nan is invalid",
+        ranks=2,
+    ),
+    Case(
+        "sample_tp_from_logits(z_r, temperature=(0.0, -0.0)[rank])",
+        lambda x, r: _TPL(_Z(x, r), seed=1, temperature=(0.0, -0.0)[r]),
+        None,
+        ranks=2,
+    ),
+    Case(
+        "sample_tp_from_logits(z_r, temperature=tensor [1, (0.0, -0.0)[rank], 0.5])",
+        lambda x, r: _TPL(_Z(x, r), seed=1, temperature=torch.tensor([1.0, (0.0, -0.0)[r], 0.5])),
+        None,
+        ranks=2,
+    ),
+    Case(
+        "sample_tp_from_logits(z_r, temperature=(tensor 0.5, tensor [0.5, 0.5, 0.5] float64)[rank])",
+        lambda x, r: _TPL(_Z(x, r), seed=1, temperature=(torch.tensor(0.5), _f64(0.5, 0.5, 0.5))[r]),
+        None,
+        ranks=2,
+    ),
+    Case(
+        "sample_tp_from_logits(z_r, group='world')",
+        lambda x, r: _TPL(_Z(x, r), seed=1, group="world"),
+        TypeError,
+        "group must be a torch.distributed.ProcessGroup or None, got str",
+        ranks=2,
+    ),
+    Case(
+        "sample_tp_from_logits(z_r), rank 1's stage 1 raising",
+        _tp_stage1_fails_on_rank_1,
+        RuntimeError,
+        r"planted stage-1 failure",
+        ranks=2,
+        alike=False,
     ),
     Case(
         "sample_tp_from_logits(z_r, temperature=(tensor [1, 1, 1], 1.0)[rank])",
@@ -999,6 +1133,40 @@ def test_transposed_logits_give_the_tokens_of_contiguous_ones():
     assert zt.stride(1) != 1
     assert torch.equal(_L(zt, seed=5, num_samples=4), _L(z, seed=5, num_samples=4))
     assert np.array_equal(_TC(zt, 0.7, 5, block_v=16), _TC(z, 0.7, 5, block_v=16))
+
+
+def _subnormal_bf16(rows: int, cols: int, seed: int) -> torch.Tensor:
+    """bfloat16 values in ``(-5e-39, 5e-39)``: subnormal (below ``2**-126``), exact in float32."""
+    g = torch.Generator().manual_seed(seed)
+    return ((torch.rand(rows, cols, generator=g) * 2 - 1) * 5e-39).to(torch.bfloat16)
+
+
+#: Entry points on bfloat16 subnormal logits at ``T = 1e-38`` (where ``z / T`` is of order 1), against the twin.
+SUBNORMAL = {
+    "sample_from_logits": lambda z: _L(z, temperature=1e-38, seed=3, num_samples=8),
+    "sample (h = 1, w = the logits)": lambda z: _S(torch.ones(1, 1, dtype=torch.bfloat16), z.T.contiguous(),
+                                                   temperature=1e-38, seed=3, num_samples=8),
+    "sample_tile_cdf_from_logits": lambda z: _TC(z, 1e-38, 3, block_v=16),
+}  # fmt: skip
+
+
+@cpu_table
+@pytest.mark.parametrize("entry", list(SUBNORMAL))
+def test_bf16_subnormal_logits_are_read_exactly(entry):
+    """The interpreter converted bfloat16 subnormals to wrong float32 values (``1.38e-39`` to ``1.03e-38``), a
+    silent wrong law at ``T = 1e-38``; the launchers now convert on the host (found by ``tests/fuzz``)."""
+    from flashsampling.tile_cdf.twin import draw_tiles_np, tile_logmass, tile_stage1_np
+    from flashsampling.twin import sample_twin
+
+    z = _subnormal_bf16(1, 300, 7)
+    z32 = z.float().numpy()
+    got = np.asarray(SUBNORMAL[entry](z))
+    if entry.startswith("sample_tile_cdf"):
+        m, q, draw = tile_stage1_np(z32, np.float32(1) / np.float32([1e-38]), 3, block_v=16)
+        want = draw[np.arange(1), draw_tiles_np(tile_logmass(m, q), 3, 16)]
+    else:
+        want = sample_twin(z32, np.float32(1e-38), seed=3, num_samples=8)
+    assert np.array_equal(got, want), (got, want)
 
 
 def test_wide_k_offsets_for_the_issue_shape():

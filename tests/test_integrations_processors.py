@@ -166,7 +166,7 @@ def test_step_seeds_on_the_device_are_step_seed():
         (dict(top_k=5, output_logprobs=True), ["sample_from_logits"] * 2),
         (dict(output_logprobs=True), ["sample"] * 2),
         (dict(top_p=0.9), ["sample_from_logits"] * 2),
-        (dict(min_p=0.1), ["sample_from_logits"] * 2),
+        (dict(min_p=0.1), ["sample"] * 2),  # min-p is fused (the kernel's conventions are the law's)
         (dict(repetition_penalty=1.2), ["sample_from_logits"] * 2),
         (dict(presence_penalty=0.5), ["sample_from_logits"] * 2),
         (dict(min_new_tokens=1, eos_token_id=[7]), ["sample_from_logits", "sample"]),

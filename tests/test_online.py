@@ -188,6 +188,53 @@ def test_errors(device):
         online_sampler_np(np.full(10, -np.inf), 1.0, 10, 1)
 
 
+def test_no_device_given_takes_the_first_chunks(device):
+    """``OnlineSampler(B)`` without ``device`` lives on the first chunk's device.  It made its state on the CPU
+    first, which a GPU machine refuses (the kernels run on CUDA there): on the GPU this is that machine's test."""
+    z = torch.from_numpy(_logits(2, 60, 8)).to(device)
+    o = OnlineSampler(2, temperature=0.8, seed=3, num_samples=2)
+    o.update_logits(z[:, :25])
+    o.update_logits(z[:, 25:])
+    assert o.device == z.device
+    tok = o.result(vocab_size=60).tokens
+    assert tok.device == z.device and int(tok.min()) >= 0 and int(tok.max()) < 60
+    greedy = OnlineSampler(2, temperature=0.0, seed=3)
+    greedy.update_logits(z)
+    assert torch.equal(greedy.result().tokens[:, 0], z.argmax(dim=1))
+
+
+def test_no_device_given_where_the_kernels_run_only_on_cuda(monkeypatch):
+    """What a GPU machine does, on the CPU: with the kernels on CUDA only, ``OnlineSampler(B)`` is made (it raised
+    ``device=cpu is not supported``) and a CPU chunk is refused naming the chunk."""
+    monkeypatch.setattr(flashsampling._validate, "DEVICE_TYPES", ("cuda",))
+    o = OnlineSampler(2, temperature=0.8, seed=3)
+    assert o.device is None
+    with pytest.raises(ValueError, match="logits_chunk.device=cpu is not supported"):
+        o.update_logits(torch.zeros(2, 10))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without CUDA")
+@pytest.mark.parametrize("where", ["cuda", "cuda:0", torch.device("cuda", 1)], ids=str)
+def test_cuda_device_without_cuda_is_refused(where):
+    """``device="cuda"`` on a machine without CUDA: ``ValueError`` naming the device (it was torch's
+    ``AssertionError: Torch not compiled with CUDA enabled``)."""
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        OnlineSampler(2, device=where)
+
+
+@pytest.mark.parametrize("update", ["update", "update_logits"])
+@pytest.mark.parametrize("start, error", [(-1, ValueError), (2**32, ValueError), (1.0, TypeError), ("0", TypeError)])
+def test_a_chunk_of_no_columns_checks_its_start(update, start, error, device):
+    """A chunk with no columns merges nothing but its ``start`` is checked as any chunk's (it was accepted)."""
+    o = OnlineSampler(2, seed=1, device=device)
+    h = torch.zeros(2, 8, device=device)
+    args = (h, torch.zeros(0, 8, device=device)) if update == "update" else (torch.zeros(2, 0, device=device),)
+    with pytest.raises(error, match="start"):
+        getattr(o, update)(*args, start=start)
+    getattr(o, update)(*args, start=5)  # a good start: accepted, nothing merged
+    assert o.consumed == 0
+
+
 def test_default_chunks_are_uneven_and_cover():
     for v in (1, 2, 7, 400, 20006):
         sizes = default_chunks(v)

@@ -56,7 +56,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .._device import UPCAST_DOT, device_function
+from .._device import UPCAST_DOT, device_function, interpreter_float32
 from .epilogue import device_seed_words, epilogue_constants, perturb_select_store, row_seed_words, tile_epilogue
 from .hardware import tma_compatible
 from .launch import cdiv, direct
@@ -331,6 +331,7 @@ def launch_fused_stage1(
     ``seed_lo`` may be a 0-dim int64 tensor on the device, or a ``[B]`` one of per-request seeds (then ``seed_hi`` is
     ignored): the Triton kernels load it (:func:`seed_constants`).
     """
+    hidden, weight = interpreter_float32(hidden), interpreter_float32(weight)
     V = weight.shape[0]
     device_seed = isinstance(seed_lo, torch.Tensor)
     kind = stage1_kernel_kind(hidden, weight, num_samples, tiles, col_offset=col_offset, return_lse=return_lse,
@@ -361,6 +362,7 @@ def launch_logits_stage1(
     """Allocate the buffers and launch stage 1 on ``logits [B, V]`` (column ``v`` = global index
     ``col_offset + v``).  Returns ``(part_max, part_key, part_idx, flags, lse)``.  ``seed_lo`` may be a device
     seed, as in :func:`launch_fused_stage1`."""
+    logits = interpreter_float32(logits)
     B, V = logits.shape
     T = cdiv(V, block_v)
     parts = allocate_partials(B, num_samples, T, logits.device, return_lse)

@@ -16,6 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .._device import interpreter_float32
 from ..kernels.launch import cdiv, direct
 from ..noise import PHILOX_ROUNDS, STREAM_TILE, philox4x32
 from .weights import tile_weight
@@ -91,6 +92,7 @@ def launch_tile_cdf_stage1(logits: torch.Tensor, inv_temp: torch.Tensor, seed_lo
     per-row ``1/T > 0``; ``K = ceil(V / block_v)``, ``block_v <= 256`` (weights below ``2**63`` per tile)."""
     if block_v > 256:
         raise ValueError(f"block_v={block_v} must be <= 256: 2**55-scaled weights of a tile must sum below 2**63")
+    logits = interpreter_float32(logits)  # the interpreter reads bfloat16 subnormals wrongly
     B, V = logits.shape
     K = cdiv(V, block_v)
     m = torch.empty((B, K), dtype=torch.float32, device=logits.device)

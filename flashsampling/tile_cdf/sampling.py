@@ -72,7 +72,8 @@ def sample_tile_cdf_from_logits(logits, temperature, seed: int | None, *, block_
     Arguments and errors as :func:`flashsampling.sample_from_logits`'s (``logits [B, V]`` of any strides, ``-inf``
     masks a token; ``seed`` in ``[0, 2**64)``), except: ``temperature`` (a number or a tensor ``[B]``) must be
     ``> 0`` in every row -- the prototype has no greedy path, and since stage 2 reads the candidates on the host
-    anyway, that is checked whatever ``host_checks``; ``block_b`` a power of two, ``block_v`` one in ``[16, 256]``
+    anyway, a row of temperature 0 is refused whatever ``host_checks`` (an invalid row, NaN or negative, only with
+    ``host_checks``, as everywhere); ``block_b`` a power of two, ``block_v`` one in ``[16, 256]``
     (the tile's weights sum below ``2**63``).  With ``host_checks`` (the default) NaN or infinite logits, ``z / T``
     overflowing float32 and rows with no finite logit raise ``ValueError`` (a pass over the logits on their device:
     the kernel reports no flags)."""
@@ -88,7 +89,12 @@ def sample_tile_cdf_from_logits(logits, temperature, seed: int | None, *, block_
                                                                       block_v))  # fmt: skip
     if request.host_checks:
         request.finish(logit_flags(logits, request.inv_temp))
-    greedy = np.flatnonzero(request.inv_temp.cpu().numpy() == 0)
+    # Rows of temperature 0: 1/T = 0 with no flag (an invalid row, NaN say, has 1/T = 0 too, but a flag: it raised
+    # above with host_checks, and without them it is sampled, its token in range, as every entry point does).
+    zero = request.inv_temp == 0
+    if request.temp_flags is not None:
+        zero &= request.temp_flags == 0
+    greedy = np.flatnonzero(zero.cpu().numpy())
     if greedy.size:
         raise ValueError(f"temperature[{greedy[0]}]=0 must be > 0: the tile inverse-CDF prototype has no greedy path")
     k = draw_tiles_np(tile_logmass(m, total), request.seed, block_v)
