@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from ._validate import same_device, short_repr
+from ._validate import check_tiles, same_device, short_repr
 from .kernels.stage2 import reduce_tiles
 from .kernels.tiles import TileConfig, logits_tiles
 from .kernels.truncation import (
@@ -332,7 +332,7 @@ def sample_truncated(request: Request, hidden: torch.Tensor, weight: torch.Tenso
     B = hidden.shape[0]
     V = weight.shape[0]
     full = trunc.plain_rows is not None
-    if tiles is None:
+    if check_tiles(tiles) is None:
         tiles = truncation_tiles(B, hidden.element_size(), full)
     else:
         tiles = TileConfig(tiles.block_b, tiles.block_v, tiles.block_d, tiles.num_warps, tiles.num_stages,

@@ -19,8 +19,8 @@ frequency as the OpenAI API defines them): with ``c_i`` the times token ``i`` wa
 
 Two paths, one law.  The *fused* path calls :func:`flashsampling.sample` on the hidden state and the LM-head weight
 (the logits never written) when nothing needs them: no penalty, no masked end-of-sequence id, and only truncations
-the kernel fuses (:data:`FUSED_TRUNCATIONS`: ``top_k`` and ``min_p``, with an int seed and no log-probabilities).  Otherwise the
-*exact* path computes ``z`` once (an fp32 matmul in column chunks), applies the penalties, masks what the
+the kernel fuses (:data:`FUSED_TRUNCATIONS`: ``top_k`` and ``min_p``, with an int seed and no log-probabilities).
+Otherwise the *exact* path computes ``z`` once (an fp32 matmul in column chunks), applies the penalties, masks what the
 truncations remove (:func:`kept_mask`, whose decisions equal :func:`flashsampling.targets.sampling_law`'s) and draws
 with :func:`flashsampling.sample_from_logits`: the same noise (seed, row, index, sample), so the seed contract holds
 on both paths, and a Gumbel-max over the kept set is an exact draw from its renormalized law.  ``sample`` also fuses

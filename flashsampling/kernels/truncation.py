@@ -48,7 +48,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .._device import INTERPRET, device_function
+from .._device import INTERPRET, device_function, interpreter_float32
 from ..noise import PHILOX_ROUNDS, exp_neg64
 from .epilogue import perturb_select_store, scores_and_flags
 from .launch import cdiv, direct, next_power_of_2
@@ -323,6 +323,7 @@ def launch_truncation_stage1(hidden, weight, inv_temp, mass_t, seed_lo, seed_hi,
     """Allocate and launch :func:`truncation_stage1_kernel` on ``hidden [B, D]`` and ``weight [V, D]`` (row ``v`` is
     global index ``col_offset + v``); ``mass_t`` float64 ``[B]`` the rows' top-p scales.  Returns
     :func:`allocate_lists`' buffers."""
+    hidden, weight = interpreter_float32(hidden), interpreter_float32(weight)  # interpreter: bf16 subnormals
     B, D = hidden.shape
     V = weight.shape[0]
     T = cdiv(V, tiles.block_v)
@@ -343,6 +344,7 @@ def launch_write_logits(hidden, weight, tiles: TileConfig, status: torch.Tensor 
     same K loop at the same tiles as the lists were computed with, so the same bits for a row (the fallback's
     recomputation).  With ``status`` (int32 ``[B]``, stage 2's) only the rows marked ``STATUS_FALLBACK`` are
     computed and written (the others are left unwritten; a tile of rows without one costs a load and returns)."""
+    hidden, weight = interpreter_float32(hidden), interpreter_float32(weight)  # interpreter: bf16 subnormals
     B, D = hidden.shape
     V = weight.shape[0]
     T = cdiv(V, tiles.block_v)
@@ -366,6 +368,7 @@ def launch_truncation_logits_stage1(logits, inv_temp, mass_t, seed_lo, seed_hi, 
                                     noise: bool = True) -> dict:  # fmt: skip
     """Allocate and launch :func:`truncation_logits_stage1_kernel` on ``logits [B, V]`` (column ``v`` = global index
     ``col_offset + v``); returns :func:`allocate_lists`' buffers."""
+    logits = interpreter_float32(logits)  # interpreter: bf16 subnormals
     B, V = logits.shape
     T = cdiv(V, block_v)
     out = allocate_lists(B, T, LIST, num_samples, logits.device, mass=mass, full=full)
