@@ -34,8 +34,9 @@ Two all-gathers per call (three with temperature tensors):
    rank 0's draw), and checks that the shards tile ``[0, V)``.  Where every rank passed a temperature tensor, its
    values follow (``B`` float64 words per rank) and are compared exactly, never through a digest that two different
    tensors could share.
-2. *The candidates*, after stage 1: ``B * (2 + 3 S)`` int64 words per rank (log-mass, ``(score, key, index)`` per
-   sample, flags) and how the rank's stage 1 ended (a status and the start of its error), then the combine.  A rank
+2. *The candidates*, after stage 1: ``B * (2 + 3 S) + 1 + MESSAGE_WORDS`` int64 words per rank (log-mass,
+   ``(score, key, index)`` per sample, flags; then how the rank's stage 1 ended: a status and the start of its error),
+   then the combine.  A rank
    whose stage 1 raised (an out-of-memory, a kernel that does not compile for its ``tiles``) raises its own error,
    the others a ``RuntimeError`` (or ``ValueError``) quoting it -- where the status is read at no cost (gloo) or
    anyway (``host_checks``); on NCCL without ``host_checks`` the failed rank raises without joining.

@@ -39,6 +39,7 @@ from diagrams import arrow, box, canvas  # noqa: E402
 from scipy.special import logsumexp  # noqa: E402
 
 import flashsampling  # noqa: E402
+from flashsampling._tp_requests import MESSAGE_WORDS  # noqa: E402
 from flashsampling.distributed import tp_factorized_sampler_np, tp_pathwise_sampler_np  # noqa: E402
 from flashsampling.noise import group_noise_np, token_noise_np  # noqa: E402
 from flashsampling.reference import softmax  # noqa: E402
@@ -177,8 +178,10 @@ assert abs(results[0]["logsumexp"][0] - logsumexp(z32.astype(np.float64))) < 1e-
 # %% [markdown]
 # What each rank handed to `all_gather`, per call (element size x count).  The candidates' layout, read from the
 # library (`flashsampling/distributed.py`, "Exchanges"): per row the log-mass (one float64) and the flags, and per row
-# and sample the score, the key and the index, each widened to one int64 word: $8 B (2 + 3S)$ bytes.  The request
-# header has a fixed length.  Neither depends on `V` or on the shard's size: the empty rank sends as much as the others.
+# and sample the score, the key and the index, each widened to one int64 word, then a fixed tail saying how the rank's
+# stage 1 ended (a status word and `MESSAGE_WORDS` = 32 words of its error message): $8 (B (2 + 3S) + 33)$ bytes.  The
+# request header has a fixed length.  Neither depends on `V` or on the shard's size: the empty rank sends as much as
+# the others.
 
 # %%
 for combine in ("pathwise", "factorized"):
@@ -190,9 +193,10 @@ measured = {tuple(map(tuple, res[f"{c}_gathers"])) for res in results for c in (
 assert len(measured) == 1, "every rank and both rules send the same sizes"
 (header, candidates) = next(iter(measured))
 header_bytes, candidate_bytes = header[0] * header[1], candidates[0] * candidates[1]
-assert candidate_bytes == 8 * B_TP * (2 + 3 * S_TP), "the candidates' layout described above"
+TAIL_WORDS = 1 + MESSAGE_WORDS
+assert candidate_bytes == 8 * (B_TP * (2 + 3 * S_TP) + TAIL_WORDS), "the candidates' layout described above"
 print(f"per call, each rank sends {header_bytes + candidate_bytes} bytes: a {header_bytes}-byte request header and "
-      f"{candidate_bytes} bytes of candidates = 8 B (2 + 3 S) with B = {B_TP}, S = {S_TP}.")  # fmt: skip
+      f"{candidate_bytes} bytes of candidates = 8 (B (2 + 3 S) + {TAIL_WORDS}), B = {B_TP}, S = {S_TP}.")  # fmt: skip
 print(f"all-gathering the float32 logits instead: {4 * B_TP * V} bytes here, and {4 * B_TP * 151936} bytes for "
       f"B = {B_TP} rows of a 151936-token vocabulary, where the candidates stay {candidate_bytes} bytes")  # fmt: skip
 
