@@ -227,8 +227,9 @@ def test_pilot_seeds_and_calls_are_as_documented():
         (lambda z, n: np.zeros((z.shape[0], n + 1), np.int64), ValueError, "shape"),
         (lambda z, n: np.zeros((z.shape[0], n), np.float32), TypeError, "integer tokens"),
         (lambda z, n: np.zeros(n, np.int64), ValueError, "the protocol asks for"),
+        (lambda z, n: torch.zeros(z.shape[0], n, dtype=torch.int64, device="meta"), TypeError, "meta device"),
     ],
-    ids=["one draw too many", "float tokens", "1-D tokens"],
+    ids=["one draw too many", "float tokens", "1-D tokens", "a meta tensor"],
 )
 def test_a_sampler_that_breaks_the_protocol_raises_naming_it(out, error, words):
     def broken(logits, num_samples, seed):
@@ -250,6 +251,7 @@ BAD = [
     ("power=alpha", dict(alpha=0.5, power=0.5), ValueError, "power"),
     ("tv=0", dict(tv=0.0), ValueError, "tv"),
     ("tv=1.5", dict(tv=1.5), ValueError, "tv"),
+    ("tv=1e-300", dict(tv=1e-300), ValueError, "tv=1e-300 is too small"),
     ("budget_s=-1", dict(budget_s=-1.0), ValueError, "budget_s"),
     ("budget_s=nan", dict(budget_s=math.nan), ValueError, "budget_s"),
     ("seed=-1", dict(seed=-1), ValueError, "seed"),
@@ -261,6 +263,8 @@ BAD = [
     ("logits int", dict(logits=np.zeros((2, 3), np.int64)), TypeError, "logits"),
     ("logits 3-D", dict(logits=np.zeros((2, 3, 4), np.float32)), ValueError, "logits"),
     ("logits NaN", dict(logits=np.array([0.0, np.nan])), ValueError, "NaN"),
+    ("logits of one category", dict(logits=np.array([0.5], np.float32)), ValueError, "V >= 2"),
+    ("logits [B, 1]", dict(logits=np.zeros((3, 1), np.float32)), ValueError, "V >= 2"),
     ("logits all -inf row", dict(logits=np.array([[0.0, 1.0], [-np.inf, -np.inf]])), ValueError, "no finite"),
     ("sampler not callable", dict(sampler=3), TypeError, "callable"),
     ("sampler of one argument", dict(sampler=lambda z: z), TypeError, "logits, num_samples"),

@@ -114,6 +114,8 @@ def read_tokens(out, shape: tuple[int, ...], name: str) -> np.ndarray:
     """A sampler's output as a fresh int64 array of ``shape`` (a broadcast view is copied, so repeated
     draws reach the tests, which judge them); ``TypeError``/``ValueError`` naming the sampler otherwise."""
     if isinstance(out, torch.Tensor):
+        if out.device.type == "meta":
+            raise TypeError(f"sampler {name} returned a tensor on the meta device, which holds no tokens")
         out = out.detach().cpu()
         if out.dtype == torch.bfloat16:
             out = out.float()

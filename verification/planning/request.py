@@ -19,7 +19,8 @@ from flashsampling.targets._inputs import check_temperature, per_row, to_numpy
 
 from ..battery.aims import SpeculativeTarget, Target, softmax
 from ..battery.protocol import SamplerCall, prepare_logits
-from ..stats._validate import check_fraction, check_int, check_positive_real, check_rates
+from ..stats._validate import check_int, check_positive_real, check_rates
+from ..stats.power import check_deviation
 from .streams import MAX_SEED
 
 __all__ = ["DEFAULT_TV", "CheckRequest", "check_request", "per_row_parameters", "temperatures"]
@@ -123,7 +124,7 @@ def check_request(sampler, logits, *, target="softmax", temperature=1.0, alpha: 
     elif tv is None:
         tv = DEFAULT_TV
     if tv is not None:
-        tv = check_fraction(tv, "tv")
+        tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     seed = check_int(seed, "seed", minimum=0)
     if seed > MAX_SEED:
         raise ValueError(f"seed must be in [0, {MAX_SEED}] (the calls' seeds stay below 2**31), got seed={seed}")
@@ -134,6 +135,9 @@ def check_request(sampler, logits, *, target="softmax", temperature=1.0, alpha: 
         temps = temperatures(temperature, aim.draft_probs.shape[0])
     else:
         L, z = prepare_logits(logits)
+        if z.shape[1] < 2:
+            raise ValueError(f"logits must have V >= 2 categories (one category leaves nothing to test), got "
+                             f"shape {tuple(z.shape)}")  # fmt: skip
         temps = temperatures(temperature, z.shape[0])
     probs = aim.probs(z, temps)  # a speculative aim checks the shape (B, K + 1, V)
     return CheckRequest(call, aim, L, z, temps, probs, alpha, power, tv, budget_s, seed)
