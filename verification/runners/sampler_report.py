@@ -123,6 +123,8 @@ class SamplerReport:
     seconds : float
     plan : str
         One line on how the sizes were chosen.
+    seed_bits : int
+        The seeds passed lay in ``[0, 2**seed_bits)``.
     """
 
     passed: bool
@@ -143,6 +145,7 @@ class SamplerReport:
     seed: int
     seconds: float
     plan: str
+    seed_bits: int = 31
 
     @property
     def level(self) -> float:
@@ -178,6 +181,7 @@ class SamplerReport:
             "stream": self.stream,
             "calls": self.calls,
             "seed": self.seed,
+            "seed_bits": self.seed_bits,
             "seconds": self.seconds,
             "plan": self.plan,
             "tests": [t.as_dict() for t in self.tests],
@@ -246,4 +250,5 @@ def sampler_report(request: CheckRequest, family: Family, names: Sequence[str], 
         seed=request.seed,
         seconds=seconds,
         plan=how,
+        seed_bits=request.seed_bits,
     )
