@@ -4,8 +4,8 @@ catches antithetic draws 64 apart; the halves scan a call that mirrors itself; e
 kernel's twin) pass with 64-bit seeds, torch's CPU generator with 32-bit ones (it keys on the low 32 bits).  Each
 planted defect fails at the n its plan states for tv = 0.1.
 
-Seeds: ``budget("verification.check.exact")`` (null runs, family-wise alpha 1e-3 each) and
-``budget("verification.check.planted")``.
+Seeds: ``budget("verification.check_streams.exact")`` (null runs, family-wise alpha 1e-3 each) and
+``budget("verification.check_streams.planted")``.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from verification.planning.streams import (
 )
 from verification.stats.independence import min_detectable_streams_scan_tv
 
-EXACT = budget("verification.check.exact")
-PLANTED = budget("verification.check.planted")
+EXACT = budget("verification.check_streams.exact")
+PLANTED = budget("verification.check_streams.planted")
 TV = 0.1
 
 
