@@ -43,7 +43,7 @@ import torch
 from flashsampling.targets import draw_draft_tokens, speculative_chain_law
 
 from ..battery.aims import SpeculativeTarget
-from ..battery.protocol import SamplerCall, read_tokens
+from ..battery.protocol import SamplerCall, SamplerError, read_tokens
 from ..planning.check import COST_DRAWS, PILOT_DRAWS, test_title
 from ..planning.request import CheckRequest
 from ..planning.speculative import plan_speculative
@@ -66,12 +66,15 @@ DRAFT_KEY = 0xD2AF7
 
 def _spec_call(call: SamplerCall, x: torch.Tensor, q: torch.Tensor, p: torch.Tensor, seed: int | None) -> np.ndarray:
     args = (x.clone(), q.clone(), p.clone())
-    if not call.seeded:
-        out = call.fn(*args)
-    elif call.seed_by_keyword:
-        out = call.fn(*args, seed=seed)
-    else:
-        out = call.fn(*args, seed)
+    try:
+        if not call.seeded:
+            out = call.fn(*args)
+        elif call.seed_by_keyword:
+            out = call.fn(*args, seed=seed)
+        else:
+            out = call.fn(*args, seed)
+    except SystemExit as e:  # a sampler never ends the checker's process
+        raise SamplerError(f"sampler {call.name} called sys.exit({e.code!r}) during a call, seed={seed}") from e
     b, n, k = x.shape
     return read_tokens(out, (b, n, k + 1), call.name)
 
