@@ -3,9 +3,15 @@
 Public API (a contract)
 -----------------------
 check_sampler(sampler, logits, *, target="softmax", temperature=1.0, alpha=1e-3, power=0.99, tv=None,
-              budget_s=None, seed=0) -> SamplerReport
+              budget_s=None, seed=0, seed_bits=31) -> SamplerReport
     A sampler written anywhere against the exact law of its logits: the whole battery under one Holm
     family, sizes planned for a deviation or a time budget (``docs/verify-your-sampler.md``).
+check_samplers_agree(sampler_a, sampler_b, logits, *, temperature=1.0, alpha=1e-3, power=0.99, tv=None,
+                     budget_s=None, seed=0, seed_bits=31) -> SamplerReport
+    Two samplers against each other when the target cannot be written down; ``report.tv_upper_bound``
+    bounds the total variation between their laws.
+assert_same_law(samples_a, samples_b, *, alpha=1e-6, power=0.99)
+    AssertionError with a diagnosis when two samples do not share one law (homogeneity and per-token tests).
 goodness_of_fit(samples, probs, *, alpha=1e-6, power=0.99) -> GofResult
     Pearson chi-square with pooling of rare categories (never dropped).
 assert_samples_match(samples, probs, *, alpha=1e-6, power=0.99, tail="auto")
@@ -47,6 +53,7 @@ and ``pytest_plugin``.  ``verification.targets``, ``.check``, ``.mutants``, ``.a
 old names of ``.planning`` still work, with a ``DeprecationWarning`` naming the new path.
 """
 
+from .runners.agreement import assert_same_law, check_samplers_agree
 from .runners.assertions import assert_samples_match
 from .runners.check import check_sampler
 from .runners.sampler_report import CheckedTest, SamplerReport
@@ -65,20 +72,28 @@ from .stats.gof import (
     required_samples,
 )
 from .stats.gumbel import GumbelResult, gumbel_max_test
-from .stats.homogeneity import HomogeneityResult, homogeneity_test
+from .stats.homogeneity import (
+    CategoryHomogeneityResult,
+    HomogeneityResult,
+    category_homogeneity_test,
+    homogeneity_test,
+)
 from .stats.independence import (
     IndependenceResult,
     LagScanResult,
     independence_test,
     lag_scan_test,
     serial_independence_test,
+    streams_scan_test,
 )
 from .stats.results import Deviation, GofResult, StatResult
 from .stats.support import SupportResult, support_test
 from .stats.tails import TailResult, tail_mask, tail_mass_test
 from .stats.ties import TieResult, tie_bias_test
+from .stats.two_sample_bound import TvBound, two_sample_tv_upper_bound
 
 __all__ = [
+    "CategoryHomogeneityResult",
     "CategoryResult",
     "CdfResult",
     "CheckedTest",
@@ -96,9 +111,13 @@ __all__ = [
     "SupportResult",
     "TailResult",
     "TieResult",
+    "TvBound",
+    "assert_same_law",
     "assert_samples_match",
+    "category_homogeneity_test",
     "category_test",
     "check_sampler",
+    "check_samplers_agree",
     "count_samples",
     "dkwm_cdf_test",
     "exact_multinomial",
@@ -115,8 +134,10 @@ __all__ = [
     "required_gof_samples",
     "required_samples",
     "serial_independence_test",
+    "streams_scan_test",
     "support_test",
     "tail_mask",
     "tail_mass_test",
     "tie_bias_test",
+    "two_sample_tv_upper_bound",
 ]

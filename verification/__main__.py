@@ -38,6 +38,7 @@ import os
 import shlex
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -46,13 +47,17 @@ import numpy as np
 
 import flashsampling
 
-from .battery.aims import parse_target
+from .battery.aims import SpeculativeTarget, parse_target
 from .battery.cases import battery
+from .battery.protocol import SamplerError
 from .battery.variants import registry
 from .outputs import plots, report
+from .planning.agreement import agreement_request
 from .planning.check import LawCase
+from .planning.request import check_request
 from .planning.runs import NoRuns, plan_battery
-from .planning.streams import MAX_SEED
+from .planning.streams import DEFAULT_SEED_BITS, SEED_BITS
+from .runners.agreement import check_samplers_agree
 from .runners.audit import format_audit, run_audit
 from .runners.battery_report import format_table, write_report
 from .runners.check import check_sampler
@@ -87,6 +92,13 @@ def _process_start() -> float:
         return now
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line on stderr, ``prog: error: message (see prog --help)``, and exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())} (see {self.prog} --help)\n")
+
+
 def _checked(convert: Callable[[str], float], ok: Callable[[float], bool], requirement: str):
     """An argparse type: ``convert(text)`` if it succeeds and ``ok`` holds, else the message ``must be ...``."""
 
@@ -107,7 +119,7 @@ _alpha = _checked(float, lambda v: 0.0 < v < 1.0, "a number in (0, 1)")
 _seed = _checked(int, lambda v: 0 <= v < 2**62, "an integer in [0, 2**62)")
 _positive = _checked(float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
 _tv = _checked(float, lambda v: 0.0 < v <= 1.0, "a number in (0, 1]")
-_check_seed = _checked(int, lambda v: 0 <= v <= MAX_SEED, f"an integer in [0, {MAX_SEED}]")
+_check_seed = _checked(int, lambda v: 0 <= v < 2**64, "an integer in [0, 2**seed_bits)")
 _temperature = _checked(float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
 
 
@@ -153,7 +165,7 @@ def _guarded(out: Path, head: dict[str, Any], body: Callable[[], R]) -> R | None
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of the main job."""
-    ap = argparse.ArgumentParser(prog="flashsampling-verify", description=__doc__.split("\n\n")[2].replace("\n", " "),
+    ap = OneLineParser(prog="flashsampling-verify", description=__doc__.split("\n\n")[2].replace("\n", " "),
                                  epilog="flashsampling-verify check --help: check one sampler of your own")  # fmt: skip
     ap.add_argument("--out", type=Path, default=Path("report"), help="report folder (default: report/)")
     ap.add_argument("--alpha", type=_alpha, default=1e-3, help="family-wise false-alarm rate (default 1e-3)")
@@ -286,7 +298,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def load_sampler(spec: str):
-    """The callable named by ``pkg.module:function`` (the function may be dotted: ``module:Class.method``)."""
+    """The callable named by ``pkg.module:function`` (the function may be dotted: ``module:Class.method``), imported
+    with the current folder first on the import path; ``ValueError`` saying why when it cannot be, a module that
+    raises or calls ``sys.exit`` at import included (never an exit of this process)."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"{spec!r} is not of the form pkg.module:function")
@@ -294,7 +308,11 @@ def load_sampler(spec: str):
         sys.path.insert(0, str(Path.cwd()))
     try:
         obj = importlib.import_module(module_name)
-    except Exception as e:  # the user's module may raise anything on import
+    except KeyboardInterrupt:
+        raise
+    except SystemExit as e:  # a module that exits at import is not a sampler, and must not end this process
+        raise ValueError(f"cannot import {module_name!r}: it called sys.exit({e.code!r}) at import") from None
+    except BaseException as e:  # the user's module may raise anything on import
         raise ValueError(f"cannot import {module_name!r}: {type(e).__name__}: {e}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -307,17 +325,25 @@ def load_sampler(spec: str):
 
 def check_parser() -> argparse.ArgumentParser:
     """The command line of ``check``."""
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="flashsampling-verify check",
         description="Check that an importable sampler draws exactly from its target: every test of "
-        "verification.check_sampler under one Holm family; writes report.md and report.json.",
+        "verification.check_sampler under one Holm family; writes report.md and report.json.  With --against, "
+        "check that two samplers draw from one law (verification.check_samplers_agree).",
     )
     ap.add_argument("sampler", help="pkg.module:function, a callable of the protocol (sampler(logits, n, seed))")
+    ap.add_argument("--against", default=None, metavar="MODULE:FUNCTION",
+                    help="a second sampler: test that both draw from one law instead of testing a target")  # fmt: skip
     src = ap.add_mutually_exclusive_group()
-    src.add_argument("--logits", type=Path, help="a .npy file of float logits [V] or [B, V]")
+    src.add_argument("--logits", type=Path, help="a .npy file of float logits [V] or [B, V] ([B, K + 1, V] for "
+                     "a speculative target)")  # fmt: skip
     src.add_argument("--case", help="a case of the main job's battery (default normal-V1000)")
-    ap.add_argument("--target", default="softmax()",
-                    help="softmax(), top_k(k), top_p(p), min_p(p) or chain(...) (default softmax())")  # fmt: skip
+    ap.add_argument(
+        "--target",
+        default="softmax()",
+        help="softmax(), top_k(k), top_p(p), min_p(p), chain(...) or speculative('draft.npy'[, "
+        "target=...]) (default softmax(); with --against: the law the sizes are planned at)",
+    )
     ap.add_argument("--temperature", type=_temperature, default=None,
                     help="temperature of the target (default: the case's, else 1)")  # fmt: skip
     size = ap.add_mutually_exclusive_group()
@@ -326,21 +352,36 @@ def check_parser() -> argparse.ArgumentParser:
     ap.add_argument("--alpha", type=_alpha, default=1e-3, help="family-wise false-alarm rate (default 1e-3)")
     ap.add_argument("--power", type=_alpha, default=0.99, help="power of each stated deviation (default 0.99)")
     ap.add_argument("--seed", type=_check_seed, default=0)
-    ap.add_argument("--out", type=Path, default=Path("report"), help="report folder (default: report/)")
+    ap.add_argument("--seed-bits", type=int, choices=SEED_BITS, default=DEFAULT_SEED_BITS,
+                    help="the seeds passed lie in [0, 2**SEED_BITS) (default 31)")  # fmt: skip
+    ap.add_argument("--out", type=Path, default=Path("report"),
+                    help="report folder, relative to the current folder (default: report/)")  # fmt: skip
     ap.add_argument("--no-plots", action="store_true", help="write report.md and report.json without plots")
     return ap
 
 
-def _logits(ap: argparse.ArgumentParser, args) -> tuple[np.ndarray, float]:
+def _load_array(path: str) -> np.ndarray:
+    """A ``.npy`` array named on the command line (relative to the current folder)."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot load {path} ({e})") from None
+
+
+def _logits(ap: argparse.ArgumentParser, args, speculative: bool) -> tuple[np.ndarray, float]:
+    dims = (3,) if speculative else (1, 2)
     if args.logits is not None:
         try:
-            z = np.load(args.logits, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            ap.error(f"argument --logits: cannot load {args.logits} ({e})")
-        if z.dtype.kind != "f" or z.ndim not in (1, 2) or z.size == 0:
-            ap.error(f"argument --logits: {args.logits} must hold floats of shape [V] or [B, V], got "
-                     f"dtype={z.dtype}, shape={z.shape}")  # fmt: skip
+            z = _load_array(str(args.logits))
+        except ValueError as e:
+            ap.error(f"argument --logits: {e}")
+        if z.dtype.kind != "f" or z.ndim not in dims or z.size == 0:
+            shape = "[B, K + 1, V] (a speculative target)" if speculative else "[V] or [B, V]"
+            ap.error(f"argument --logits: {args.logits} must hold floats of shape {shape}, got dtype={z.dtype}, "
+                     f"shape={z.shape}")  # fmt: skip
         return z, 1.0 if args.temperature is None else args.temperature
+    if speculative:
+        ap.error("argument --target: a speculative target needs --logits of the target model [B, K + 1, V]")
     cases = {c.name: c for c in battery(large=True)}
     name = args.case or "normal-V1000"
     if name not in cases:
@@ -359,20 +400,63 @@ def _plot(stage: Path, result, rows: list[tuple[int, Any]]) -> None:
         plots.case_figure(plt, case, curves, stage / f"plots/row-{b}.png")
 
 
+def _where(e: BaseException) -> str:
+    """Where an exception was raised: the last frame of its traceback, ``file:line in function``."""
+    tb = traceback.extract_tb(e.__traceback__)
+    if not tb:
+        return "unknown"
+    f = tb[-1]
+    return f"{Path(f.filename).name}:{f.lineno} in {f.name}"
+
+
+def _stopped(title: str, e: BaseException) -> tuple[str, dict[str, Any]]:
+    """report.md and the report.json fields of a check that did not reach a verdict because a call raised: a
+    failed check (a sampler that raises, exits or breaks the protocol draws from no law)."""
+    cause = e.__cause__ if isinstance(e, SamplerError) and e.__cause__ is not None else e
+    what = f"{type(e).__name__}: {e}"
+    md = "\n".join([
+        f"# {title}: FAILED",
+        "",
+        f"The check stopped before its verdict: `{what}` (raised at {_where(cause)}).",
+        "",
+        "A sampler that raises, calls `sys.exit` or breaks the protocol during a check has drawn from no law: the "
+        "check fails. No test ran; fix the call, then run the check again.",
+    ]) + "\n"  # fmt: skip
+    return md, {"passed": False, "error": what, "raised_at": _where(cause), "tests": []}
+
+
 def check_main(argv: list[str] | None = None) -> int:
     """``flashsampling-verify check pkg.module:function ...`` (see the module docstring)."""
     t_start = time.perf_counter()
     ap = check_parser()
     args = ap.parse_args(argv)
+    samplers = []
+    for option, spec in (("sampler", args.sampler), ("--against", args.against)):
+        if spec is None:
+            continue
+        try:
+            samplers.append(load_sampler(spec))
+        except ValueError as e:
+            ap.error(f"argument {option}: {e}")
     try:
-        sampler = load_sampler(args.sampler)
-    except ValueError as e:
-        ap.error(f"argument sampler: {e}")
-    try:
-        target = parse_target(args.target)
+        target = parse_target(args.target, load=_load_array)
     except (TypeError, ValueError) as e:
         ap.error(f"argument --target: {e}")
-    z, temperature = _logits(ap, args)
+    speculative = isinstance(target, SpeculativeTarget)
+    if speculative and args.against:
+        ap.error("argument --against: two samplers are compared on plain logits, not with a speculative target")
+    z, temperature = _logits(ap, args, speculative)
+    common = dict(temperature=temperature, alpha=args.alpha, power=args.power, tv=args.tv, budget_s=args.budget,
+                  seed=args.seed, seed_bits=args.seed_bits)  # fmt: skip
+    try:  # every argument, checked as the Python call checks it, before the sampler's first call
+        if args.against:
+            agreement_request(*samplers, z, planning_law=target, **common)
+        else:
+            check_request(samplers[0], z, target=target, **common)
+    except (TypeError, ValueError) as e:
+        ap.error(f"invalid arguments: {e}")
+    title = (f"check_samplers_agree({args.sampler}, {args.against})" if args.against
+             else f"check_sampler({args.sampler})")  # fmt: skip
     head = {
         "started": report.now(),
         "command": shlex.join(["flashsampling-verify", "check", *(sys.argv[2:] if argv is None else argv)]),
@@ -380,13 +464,21 @@ def check_main(argv: list[str] | None = None) -> int:
         "versions": report.versions(),
     }
     out = _open_report(ap, args.out, head)
-    budget = None if args.budget is None else max(1e-3, args.budget - (time.perf_counter() - t_start))
-    print(f"flashsampling verify check: {args.sampler} on logits {list(z.shape)}, target {target!r}, "
-          f"family-wise alpha {args.alpha:g} (Holm)")  # fmt: skip
+    common["budget_s"] = None if args.budget is None else max(1e-3, args.budget - (time.perf_counter() - t_start))
+    print(f"flashsampling verify {title} on logits {list(z.shape)}, target {target!r}, family-wise alpha "
+          f"{args.alpha:g} (Holm)")  # fmt: skip
 
     def job():
-        result = check_sampler(sampler, z, target=target, temperature=temperature, alpha=args.alpha, power=args.power,
-                               tv=args.tv, budget_s=budget, seed=args.seed)  # fmt: skip
+        try:
+            if args.against:
+                result = check_samplers_agree(*samplers, z, planning_law=target, **common)
+            else:
+                result = check_sampler(samplers[0], z, target=target, **common)
+        except (Exception, SamplerError) as e:  # the sampler raised, exited or broke the protocol: no law
+            md, fields = _stopped(title, e)
+            doc = {**head, "status": "finished", "finished": report.now(), **fields}
+            report.publish(out, {"report.md": md, "report.json": report.to_json(doc)})
+            return e
         rows = []
         if not args.no_plots:
             for t in result.tests:
@@ -395,7 +487,7 @@ def check_main(argv: list[str] | None = None) -> int:
         figures = {b: f"plots/row-{b}.png" for b, _ in rows}
         doc = {**head, "status": "finished", "finished": report.now(), **result.as_dict(), "plots": figures}
         files = {
-            "report.md": result.to_markdown(title=f"check_sampler({args.sampler})", plots=figures),
+            "report.md": result.to_markdown(title=title, plots=figures),
             "report.json": json.dumps(doc, indent=2, allow_nan=False) + "\n",
         }
         report.publish(out, files, (lambda stage: _plot(stage, result, rows)) if rows else None)
@@ -404,6 +496,10 @@ def check_main(argv: list[str] | None = None) -> int:
     result = _guarded(out, head, job)
     if result is None:
         return 130
+    if isinstance(result, BaseException):
+        print(f"FAILED: the check stopped: {type(result).__name__}: {' '.join(str(result).split())}; report in "
+              f"{out}/", file=sys.stderr)  # fmt: skip
+        return 1
     print(repr(result))
     print(f"\n{'PASSED' if result.passed else 'FAILED'}: report in {out}/")
     return 0 if result.passed else 1

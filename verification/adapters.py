@@ -10,6 +10,9 @@ adapter                    wraps
 =========================  ================================================================================
 :func:`from_numpy`         ``fn(logits: np.ndarray float32 [B, V], num_samples[, seed])``
 :func:`from_torch`         ``fn(logits: torch.Tensor [B, V], num_samples, generator: torch.Generator)``
+:func:`with_seed`          ``fn(logits, num_samples, <name>=...)`` whose randomness is a parameter named
+                           ``generator``/``gen`` (a ``torch.Generator``), ``rng``/``random_state`` (a NumPy
+                           ``Generator``) or ``key``/``rng_key``/``prng_key`` (a JAX key), built from the seed
 :func:`from_jax`           ``fn(key, logits: jax.Array float32 [B, V], num_samples)``, ``key = jax.random.key(seed)``
 :func:`jax_categorical`    ``jax.random.categorical`` itself, at a temperature
 :func:`speculative_rows`   a speculative sampler written per request: ``fn(draft_tokens [R, K],
@@ -38,9 +41,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from .battery.protocol import seed_form
+from .battery.protocol import SEED_ALIASES, seed_form
 
-__all__ = ["from_jax", "from_numpy", "from_torch", "jax_categorical", "speculative_rows"]
+__all__ = ["from_jax", "from_numpy", "from_torch", "jax_categorical", "speculative_rows", "with_seed"]
 
 
 def _named(wrapper: Callable, fn: Callable, kind: str) -> Callable:
@@ -137,3 +140,74 @@ def speculative_rows(fn: Callable) -> Callable:
         return np.asarray(out).reshape(b, n, k + 1)
 
     return _named(sampler, fn, "speculative_rows")
+
+
+def _torch_generator(logits: torch.Tensor, seed: int):
+    return torch.Generator(device=logits.device).manual_seed(seed)
+
+
+def _numpy_generator(logits: torch.Tensor, seed: int):
+    return np.random.default_rng(seed)
+
+
+def _jax_key(logits: torch.Tensor, seed: int):
+    import jax
+
+    return jax.random.key(seed)
+
+
+#: What :func:`with_seed` passes for each parameter name, built from the seed.
+SEED_MAKERS = {
+    "generator": _torch_generator,
+    "gen": _torch_generator,
+    "rng": _numpy_generator,
+    "random_state": _numpy_generator,
+    "key": _jax_key,
+    "rng_key": _jax_key,
+    "prng_key": _jax_key,
+}
+assert set(SEED_MAKERS) == set(SEED_ALIASES)
+
+
+def with_seed(fn: Callable, param: str | None = None, make: Callable | None = None) -> Callable:
+    """A sampler ``fn(logits, num_samples, <param>)`` whose randomness is an object, behind the protocol: the wrapper
+    takes the seed and passes ``make(logits, seed)`` as ``param``.
+
+    ``param`` defaults to ``fn``'s parameter among ``generator``, ``gen``, ``rng``, ``random_state``, ``key``,
+    ``rng_key``, ``prng_key``; ``make`` to what that name means: a ``torch.Generator`` on the logits' device seeded
+    by ``manual_seed(seed)`` (``generator``, ``gen``), ``numpy.random.default_rng(seed)`` (``rng``,
+    ``random_state``), ``jax.random.key(seed)`` (``key``, ``rng_key``, ``prng_key``).  The object is passed by
+    keyword (positionally when ``param`` is positional-only).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> def choice(logits, num_samples, rng):
+    ...     p = logits.double().softmax(-1).numpy()
+    ...     return np.stack([rng.choice(r.size, num_samples, p=r) for r in p])
+    >>> from verification import check_sampler
+    >>> check_sampler(with_seed(choice), np.array([0.0, 1.0, 2.0]), tv=0.2).passed
+    True
+    """
+    import inspect
+
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    params = inspect.signature(fn).parameters
+    if param is None:
+        param = next((p for p in params if p in SEED_MAKERS), None)
+        if param is None:
+            raise ValueError(f"fn has no parameter named {', '.join(SEED_MAKERS)}: pass param= and make=")
+    if param not in params:
+        raise ValueError(f"fn has no parameter {param!r}")
+    if make is None:
+        if param not in SEED_MAKERS:
+            raise ValueError(f"param={param!r} has no default maker: pass make=lambda logits, seed: ...")
+        make = SEED_MAKERS[param]
+    positional = params[param].kind == inspect.Parameter.POSITIONAL_ONLY
+
+    def sampler(logits, num_samples, seed):
+        obj = make(logits, seed)
+        return fn(logits, num_samples, obj) if positional else fn(logits, num_samples, **{param: obj})
+
+    return _named(sampler, fn, f"with_seed[{param}]")

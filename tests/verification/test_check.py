@@ -18,7 +18,7 @@ from verification import check_sampler, independence_test
 from verification.battery import examples
 from verification.battery.aims import top_k
 from verification.planning.budget import budget
-from verification.planning.streams import MAX_ROW_PAIRS, PILOT_SEED_OFFSET
+from verification.planning.streams import CALLS_SEED_OFFSET, MAX_ROW_PAIRS, PILOT_SEED_OFFSET, ROWS_SEED_OFFSET
 from verification.stats.gof import min_detectable_gof_tv
 from verification.stats.independence import min_detectable_lag_scan_tv
 
@@ -55,7 +55,7 @@ def test_exact_sampler_passes_every_test_of_the_battery(exact_report):
         for test in ("pearson", "g-test", "cdf-index", "cdf-descending", "categories", "range"):
             assert f"row {b}: {test}" in names
     assert "row 0: tail" in names and "row 1: ties" in names
-    assert names[-4:] == ["samples", "rows 0-1", "seeds", "calls"]
+    assert names[-6:] == ["samples", "halves", "rows 0-1", "seeds", "seed bits", "calls"]
     assert "row 1: tail" in r.skipped and "no far tail" in r.skipped["row 1: tail"]
     assert "row 0: ties" in r.skipped and "too few" in r.skipped["row 0: ties"]
     for t in r.tests:
@@ -185,7 +185,7 @@ def test_batch_of_rows_with_different_logits_shares_one_family():
     assert r.passed
     pairs = [t.name for t in r.tests if t.name.startswith("rows ")]
     assert len(pairs) == MAX_ROW_PAIRS and pairs[0] == "rows 0-1"
-    assert len({t.level for t in r.tests}) == 1 and len(r.tests) == 12 * 6 + 1 + MAX_ROW_PAIRS + 2
+    assert len({t.level for t in r.tests}) == 1 and len(r.tests) == 12 * 6 + 2 + MAX_ROW_PAIRS + 3
 
 
 def test_per_row_temperatures_and_float64_logits():
@@ -217,7 +217,9 @@ def test_pilot_seeds_and_calls_are_as_documented():
 
     r = check_sampler(recording, _case()[:1], tv=0.3, seed=100)
     pilot = 100 + PILOT_SEED_OFFSET
-    assert seen[:3] == [pilot] * 3 and seen[3:5] == [100, 101] and seen[-2:] == [100 + 65536, 100 + 65538]
+    assert seen[:3] == [pilot] * 3 and seen[3:5] == [100, 101]
+    assert seen[5:7] == [100 + CALLS_SEED_OFFSET, 100 + ROWS_SEED_OFFSET] == [100 + 2**15, 100 + 2**15 + 2]
+    assert seen[7:] == [100 + 2**j for j in range(16, 31)]  # the seed-bit scan: bit 16 .. 30 flipped
     assert r.calls == len(seen)
 
 
@@ -227,8 +229,9 @@ def test_pilot_seeds_and_calls_are_as_documented():
         (lambda z, n: np.zeros((z.shape[0], n + 1), np.int64), ValueError, "shape"),
         (lambda z, n: np.zeros((z.shape[0], n), np.float32), TypeError, "integer tokens"),
         (lambda z, n: np.zeros(n, np.int64), ValueError, "the protocol asks for"),
+        (lambda z, n: torch.zeros(z.shape[0], n, dtype=torch.int64, device="meta"), TypeError, "meta device"),
     ],
-    ids=["one draw too many", "float tokens", "1-D tokens"],
+    ids=["one draw too many", "float tokens", "1-D tokens", "a meta tensor"],
 )
 def test_a_sampler_that_breaks_the_protocol_raises_naming_it(out, error, words):
     def broken(logits, num_samples, seed):
@@ -250,6 +253,7 @@ BAD = [
     ("power=alpha", dict(alpha=0.5, power=0.5), ValueError, "power"),
     ("tv=0", dict(tv=0.0), ValueError, "tv"),
     ("tv=1.5", dict(tv=1.5), ValueError, "tv"),
+    ("tv=1e-300", dict(tv=1e-300), ValueError, "tv=1e-300 is too small"),
     ("budget_s=-1", dict(budget_s=-1.0), ValueError, "budget_s"),
     ("budget_s=nan", dict(budget_s=math.nan), ValueError, "budget_s"),
     ("seed=-1", dict(seed=-1), ValueError, "seed"),
@@ -261,6 +265,8 @@ BAD = [
     ("logits int", dict(logits=np.zeros((2, 3), np.int64)), TypeError, "logits"),
     ("logits 3-D", dict(logits=np.zeros((2, 3, 4), np.float32)), ValueError, "logits"),
     ("logits NaN", dict(logits=np.array([0.0, np.nan])), ValueError, "NaN"),
+    ("logits of one category", dict(logits=np.array([0.5], np.float32)), ValueError, "V >= 2"),
+    ("logits [B, 1]", dict(logits=np.zeros((3, 1), np.float32)), ValueError, "V >= 2"),
     ("logits all -inf row", dict(logits=np.array([[0.0, 1.0], [-np.inf, -np.inf]])), ValueError, "no finite"),
     ("sampler not callable", dict(sampler=3), TypeError, "callable"),
     ("sampler of one argument", dict(sampler=lambda z: z), TypeError, "logits, num_samples"),

@@ -54,3 +54,18 @@ def test_lag_scan_rows_are_recorded_and_consistent_with_their_claims():
     rows = [line for line in text.splitlines() if line.startswith("| lag scan (17 shifts) |")]
     assert len(rows) == 1 + 3 * 2  # the null row; three overlaps at alpha 1e-3 and 1e-6
     assert all(line.rstrip().endswith("| yes |") for line in rows)
+
+
+def test_recorded_runs_share_no_call():
+    """The binomial band assumes independent runs: no seed of one run's calls is another run's (the draws calls
+    ``s + k``, the calls and pilot calls, the bit calls ``s xor 2**j``: planning.streams)."""
+    from verification.planning.streams import CALLS_SEED_OFFSET, PILOT_SEED_OFFSET, flipped_bits, flipped_seed
+
+    runs = int(_summary()[0])
+    owner: dict[int, int] = {}
+    for r in range(runs):
+        s = 20261202 + calibration.CHECK_SEED_STRIDE * r
+        seeds = {s, s + 1, s + CALLS_SEED_OFFSET, s + PILOT_SEED_OFFSET}
+        seeds |= {flipped_seed(s, j) for j in flipped_bits(31)}
+        for x in seeds:
+            assert owner.setdefault(x, r) == r, f"runs {owner[x]} and {r} share seed {x}"

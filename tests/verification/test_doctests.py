@@ -10,6 +10,8 @@ import pytest
 MODULES = [
     "verification",
     "verification.runners.assertions",
+    "verification.runners.agreement",
+    "verification.stats.two_sample_bound",
     "verification.stats.counts",
     "verification.stats.family",
     "verification.stats.power",

@@ -13,8 +13,11 @@ from verification import (
     count_samples,
     dkwm_cdf_test,
     goodness_of_fit,
+    gumbel_max_test,
     homogeneity_test,
+    min_detectable_gof_tv,
     min_detectable_tv,
+    required_gof_samples,
     required_samples,
     tail_mass_test,
     tie_bias_test,
@@ -89,6 +92,25 @@ CASES = [
     ("Counts([[1, 2]])", lambda: Counts(np.array([[1, 2]])), ValueError, "histogram must be 1-D"),
     ("Counts([1, 2], out_of_range=-1)", lambda: Counts(np.array([1, 2]), -1), ValueError, "out_of_range"),
     ("Counts([1, 2], out_of_range=0.5)", lambda: Counts(np.array([1, 2]), 0.5), TypeError, "out_of_range"),
+    # more draws than int64 sums hold: refused, never a wrapped (negative) n and a p-value of 1 (issue 36)
+    ("Counts([2**62] * 3)", lambda: Counts(np.full(3, 2**62, np.int64)), ValueError, "at most 2\\*\\*62 draws"),
+    ("Counts(uint64 2**63)", lambda: Counts(np.array([2**63, 1], np.uint64)), ValueError, "at most 2\\*\\*62"),
+    ("Counts([2**62], out_of_range=1)", lambda: Counts(np.array([2**62]), 1), ValueError, "2\\*\\*62 draws"),
+    (
+        "Counts + Counts past 2**62",
+        lambda: Counts(np.array([2**61, 2**61])) + Counts(np.array([1, 1])),
+        ValueError,
+        "2\\*\\*62 draws",
+    ),
+    # gumbel_max_test: a location that is not finite is refused, never a NaN p-value (issue 36)
+    ("gumbel_max_test(loc=nan)", lambda: gumbel_max_test([0.0, 1.0], loc=np.nan), ValueError, "loc must be finite"),
+    ("gumbel_max_test(loc=inf)", lambda: gumbel_max_test([0.0, 1.0], loc=np.inf), ValueError, "loc must be finite"),
+    ("gumbel_max_test(logits=[nan])", lambda: gumbel_max_test([0.0], [np.nan, 0.0]), ValueError, "logits"),
+    ("gumbel_max_test(logits=[inf])", lambda: gumbel_max_test([0.0], [np.inf, 0.0]), ValueError, "logits"),
+    ("gumbel_max_test(logits all -inf)", lambda: gumbel_max_test([0.0], [-np.inf, -np.inf]), ValueError, "logits"),
+    # a law of one category: no chi-square at any n, said as such (issue 36)
+    ("min_detectable_gof_tv(100, [1.0])", lambda: min_detectable_gof_tv(100, [1.0]), ValueError, "one category"),
+    ("required_gof_samples(0.1, [0, 1])", lambda: required_gof_samples(0.1, [0.0, 1.0]), ValueError, "one category"),
     # planners asked for a deviation no sample size up to 2**62 detects
     ("required_samples(1e-300, 10)", lambda: required_samples(1e-300, 10), ValueError, "tv=1e-300"),
     ("required_samples(1e-12, 10)", lambda: required_samples(1e-12, 10), ValueError, "tv=1e-12"),

@@ -374,15 +374,32 @@ def _build(node: ast.AST, text: str):
     return _CONSTRUCTORS[name](*args, **kwargs)
 
 
-def parse_target(text: str) -> Target:
+def parse_target(text: str, *, load=None) -> Target | SpeculativeTarget:
     """A :class:`Target` from its Python spelling, literal arguments only (the command line's ``--target``):
     ``softmax()``, ``top_k(50)``, ``top_p(0.9, crossing='drop')``, ``min_p(0.05)``, ``chain(top_k(50), top_p(0.9),
-    order='vllm')``; ``"softmax"`` alone is accepted.  ``ValueError`` or ``TypeError`` with the reason otherwise."""
+    order='vllm')``; ``"softmax"`` alone is accepted.  With ``load`` (a function from a file name to an array), also
+    ``speculative('draft.npy')`` and ``speculative('draft.npy', target=top_k(50))``: a :class:`SpeculativeTarget`
+    whose draft probabilities ``(B, K, V)`` are ``load('draft.npy')``.  ``ValueError`` or ``TypeError`` with the
+    reason otherwise."""
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError:
         raise ValueError(f"{text!r} does not parse as a Python expression") from None
-    return _build(tree.body, text)
+    node = tree.body
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "speculative":
+        if load is None:
+            raise ValueError(f"{text!r}: a speculative target needs draft probabilities: use the Python call")
+        if len(node.args) != 1 or not isinstance(node.args[0], ast.Constant) or not isinstance(node.args[0].value,
+                                                                                              str):  # fmt: skip
+            raise ValueError(f"{text!r}: write speculative('draft.npy'[, target=...]) with the file of the draft "
+                             "probabilities (B, K, V)")  # fmt: skip
+        extra = [k.arg for k in node.keywords if k.arg != "target"]
+        if extra:
+            raise ValueError(f"{text!r}: speculative takes a file and target=..., not {', '.join(map(str, extra))}")
+        inner = [k.value for k in node.keywords]
+        target = _build(inner[0], text) if inner else None
+        return speculative(load(node.args[0].value), target=target)
+    return _build(node, text)
 
 
 _CONSTRUCTORS = {"softmax": softmax, "top_k": top_k, "top_p": top_p, "min_p": min_p, "chain": chain}

@@ -1,6 +1,6 @@
 """Samplers of the protocol that the acceptance of :func:`verification.check_sampler` is measured on.
 
-Three exact ones, written the way their users write them, and five with one defect each, as shipped
+Four exact ones, written the way their users write them, and nine with one defect each, as shipped
 samplers have had them; every one is a plain callable ``sampler(logits, num_samples, seed)``.
 
 ===========================  ======================================================================
@@ -11,6 +11,8 @@ sampler                      what it does
 :func:`torch_categorical`    ``torch.distributions.Categorical(logits=...).sample``: exact at these
                              vocabularies (its float32 CDF starves tokens below ``2**-24`` of the mass)
 :func:`fused_kernel`         ``flashsampling.sample_from_logits``: exact (interpreted on the CPU)
+:func:`flashsampling_twin`   the fused kernel's NumPy twin (bit-exact to it, ``flashsampling.twin``), vectorized
+                             over draws: exact, any 64-bit seed
 :func:`multinomial_float32`  ``torch.multinomial`` on float32 ``softmax``: its float32 running sum stops
                              growing once the tail's entries fall below half an ulp of it
 :func:`gumbel_float16`       Gumbel-max with float16 uniforms: noise capped near 7.6 nats, ties broken
@@ -19,6 +21,11 @@ sampler                      what it does
 :func:`shifted_seed_stream`  uniform number ``seed + j`` for draw ``j``: seed ``s + 1``'s draw ``j`` is
                              seed ``s``'s draw ``j + 1``
 :func:`shared_row_noise`     one uniform per draw shared by every row of the batch
+:func:`seed_mod_2_20`        :func:`inverse_cdf` keyed by ``seed mod 2**20``: seeds ``2**20`` apart collide
+:func:`seed_mod_2_32`        keyed by ``seed mod 2**32`` (a 64-bit seed truncated to 32 bits)
+:func:`antithetic_lag_64`    draw ``j + 64`` uses ``1 - u`` of draw ``j`` (blocks of 128): antithetic at lag 64
+:func:`mirrored_halves`      the second half of a call is the first read backwards (draw ``n - 1 - i`` is draw
+                             ``i``)
 ===========================  ======================================================================
 """
 
@@ -28,11 +35,16 @@ import numpy as np
 import torch
 
 __all__ = [
+    "antithetic_lag_64",
+    "flashsampling_twin",
     "fused_kernel",
     "gumbel_float16",
     "inverse_cdf",
+    "mirrored_halves",
     "multinomial_float32",
     "numpy_choice",
+    "seed_mod_2_20",
+    "seed_mod_2_32",
     "shared_row_noise",
     "shifted_seed_stream",
     "temperature_error",
@@ -41,6 +53,8 @@ __all__ = [
 
 #: Uniforms per chunk of the Gumbel-max sampler (``B * chunk * V`` float32 values at most).
 _CHUNK_ELEMENTS = 1 << 22
+#: Noise values per chunk of the twin sampler (``chunk * V`` at most).
+_TWIN_ELEMENTS = 1 << 16
 
 
 def _probs(logits: torch.Tensor, temperature: float = 1.0) -> np.ndarray:
@@ -77,6 +91,28 @@ def fused_kernel(logits: torch.Tensor, num_samples: int, seed: int) -> torch.Ten
     import flashsampling
 
     return flashsampling.sample_from_logits(logits, temperature=1.0, seed=seed, num_samples=num_samples)
+
+
+def flashsampling_twin(logits: torch.Tensor, num_samples: int, seed: int) -> np.ndarray:
+    """The fused kernel's tokens at temperature 1, from its NumPy twin: row ``b``, draw ``j`` is
+    ``argmax_i z_i + G(seed, b, i, j)`` with the kernel's Philox noise and tie keys (as
+    ``flashsampling.twin.sample_twin(logits, seed=seed, num_samples=num_samples)``, vectorized over draws)."""
+    from flashsampling.noise import STREAM_TOKEN, token_noise_np
+    from flashsampling.twin import select
+
+    z = logits.float().cpu().numpy()
+    b, v = z.shape
+    cols = np.arange(v, dtype=np.uint32)[None, :]
+    out = np.empty((b, num_samples), dtype=np.int64)
+    step = max(1, _TWIN_ELEMENTS // v)
+    for r in range(b):
+        for j in range(0, num_samples, step):
+            m = min(step, num_samples - j)
+            draws = np.arange(j, j + m, dtype=np.uint32)[:, None]
+            g, key = token_noise_np(seed, np.uint32(r), cols, draws, STREAM_TOKEN, lazy_keys=True)
+            with np.errstate(over="ignore", invalid="ignore"):
+                out[r, j : j + m] = select((z[r][None, :] + g).astype(np.float32), key)
+    return out
 
 
 def multinomial_float32(logits: torch.Tensor, num_samples: int, seed: int) -> torch.Tensor:
@@ -120,3 +156,40 @@ def shared_row_noise(logits: torch.Tensor, num_samples: int, seed: int) -> np.nd
     """Inverse CDF with one uniform per draw shared by every row (the noise is not keyed by the row)."""
     u = np.random.default_rng(seed).random(num_samples)
     return np.stack([_inverse(p, u) for p in _probs(logits)])
+
+
+def seed_mod_2_20(logits: torch.Tensor, num_samples: int, seed: int) -> np.ndarray:
+    """:func:`inverse_cdf` keyed by ``seed mod 2**20``: seeds that differ only above bit 19 give equal streams."""
+    return inverse_cdf(logits, num_samples, seed % (1 << 20))
+
+
+def seed_mod_2_32(logits: torch.Tensor, num_samples: int, seed: int) -> np.ndarray:
+    """:func:`inverse_cdf` keyed by ``seed mod 2**32``: a 64-bit seed truncated to 32 bits (a ``uint32`` cast)."""
+    return inverse_cdf(logits, num_samples, seed % (1 << 32))
+
+
+def antithetic_lag_64(logits: torch.Tensor, num_samples: int, seed: int) -> np.ndarray:
+    """Inverse CDF whose draw ``j + 64`` uses ``1 - u_j`` for ``j mod 128 < 64`` (antithetic variates, a variance
+    reduction that is no sampler): every draw alone is exact, draws 64 apart are strongly dependent."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in _probs(logits):
+        u = rng.random(num_samples)
+        j = np.arange(num_samples)
+        late = (j % 128) >= 64
+        u[late] = 1.0 - u[j[late] - 64]
+        out.append(_inverse(p, u))
+    return np.stack(out)
+
+
+def mirrored_halves(logits: torch.Tensor, num_samples: int, seed: int) -> np.ndarray:
+    """Inverse CDF whose second half of a call reads the first half's uniforms backwards: draw ``n - 1 - i`` is
+    draw ``i`` (a counter that runs down from the middle)."""
+    rng = np.random.default_rng(seed)
+    h = num_samples // 2
+    out = []
+    for p in _probs(logits):
+        u = rng.random(num_samples)
+        u[num_samples - h :] = u[:h][::-1]
+        out.append(_inverse(p, u))
+    return np.stack(out)

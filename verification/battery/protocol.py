@@ -5,8 +5,9 @@ A sampler is a callable ``sampler(logits, num_samples, seed) -> tokens``:
 * ``logits``: a float32 ``torch.Tensor`` of shape ``[B, V]`` (rows may differ; ``-inf`` masks a token), on
   the device of the logits given to the checker (the CPU for NumPy input), a fresh copy at every call;
 * ``num_samples``: an ``int >= 1``;
-* ``seed``: an ``int`` in ``[0, 2**31)`` (int32-safe: ``numpy.random.seed``, JAX keys); the same seed must
-  give the same tokens, and distinct seeds independent draws;
+* ``seed``: an ``int`` in ``[0, 2**seed_bits)``, ``2**31`` by default (int32-safe: ``numpy.random.seed``, JAX
+  keys; ``check_sampler(seed_bits=64)`` for samplers keyed by 64-bit seeds); the same seed must give the same
+  tokens, and distinct seeds independent draws;
 * ``tokens``: integers of shape ``[B, num_samples]``, a torch tensor, a NumPy array or anything
   ``numpy.asarray`` takes (a JAX array); ``tokens[b, j]`` is draw ``j`` of row ``b``.
 
@@ -15,7 +16,10 @@ callable has is read from its signature: it takes a seed when it has a parameter
 keyword) or a third positional parameter without a default (passed by position); a callable whose signature
 cannot be read (some builtins and extension functions) is called with three positional arguments.  Other
 parameters must have defaults: bind the temperature, top-k and the like with ``functools.partial`` or a
-closure, since the protocol does not pass them.
+closure, since the protocol does not pass them (a partial's bound arguments show in the sampler's name).  A
+sampler whose randomness comes as a ``generator``, ``rng``, ``key`` (:data:`SEED_ALIASES`) and no ``seed`` is
+refused by name: :func:`verification.adapters.with_seed` builds that object from the seed.  A call that ends
+in ``sys.exit`` raises :class:`SamplerError`: a sampler never ends the checker's process.
 
 A call whose result is not an integer array of shape ``[B, num_samples]`` raises ``ValueError`` (shape) or
 ``TypeError`` (dtype) naming the sampler: it broke the protocol, which no statistic can judge.
@@ -23,6 +27,7 @@ A call whose result is not an integer array of shape ``[B, num_samples]`` raises
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,24 +37,53 @@ import torch
 
 from flashsampling.targets._inputs import float_logits
 
-__all__ = ["SEED_LIMIT", "SamplerCall", "prepare_logits", "read_tokens", "seed_form"]
+__all__ = ["SEED_ALIASES", "SEED_LIMIT", "SamplerCall", "SamplerError", "prepare_logits", "read_tokens", "seed_form"]
 
 #: Seeds passed to a sampler lie in ``[0, SEED_LIMIT)``: int32-safe, so ``numpy.random.seed``,
 #: ``torch.manual_seed`` and ``jax.random.key`` all accept them.
 SEED_LIMIT = 2**31
 
 
+#: Longest repr of a bound argument shown in a sampler's name (longer ones are cut with "...").
+_ARG_REPR = 40
+
+
+def _short(value) -> str:
+    """A bound argument as a report shows it: its repr, or ``<dtype (shape)>`` for an array or a tensor."""
+    if isinstance(value, (np.ndarray, torch.Tensor)):
+        return f"<{str(value.dtype).replace('torch.', '')} {tuple(value.shape)}>"
+    text = repr(value)
+    return text if len(text) <= _ARG_REPR else text[: _ARG_REPR - 3] + "..."
+
+
 def _describe(fn) -> str:
+    """``module.qualname`` of a callable; ``partial(module.fn, 0.5, temperature=0.7)`` for a
+    ``functools.partial``, its bound arguments shown, so two partials of one function have distinct names."""
+    if isinstance(fn, functools.partial):
+        bound = [_short(a) for a in fn.args] + [f"{k}={_short(v)}" for k, v in fn.keywords.items()]
+        return f"partial({', '.join([_describe(fn.func), *bound])})"
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
     module = getattr(fn, "__module__", None)
     if name is None:
-        func = getattr(fn, "func", None)  # functools.partial
-        return f"partial({_describe(func)})" if func is not None else type(fn).__name__
+        return type(fn).__name__
     return f"{module}.{name}" if module and module != "builtins" else str(name)
 
 
+#: Parameter names that carry randomness other than an integer seed (a ``torch.Generator``, a NumPy
+#: ``Generator``, a JAX key): a sampler that takes one and no ``seed`` is refused by name, never called with an
+#: int in its place or without it (its randomness would be ignored); :func:`verification.adapters.with_seed`
+#: builds the object from the seed.
+SEED_ALIASES = ("generator", "gen", "rng", "random_state", "key", "rng_key", "prng_key")
+
+
+class SamplerError(RuntimeError):
+    """A sampler left a call by ``sys.exit`` (``SystemExit``) or another exit that is not an exception: the check
+    turns it into this error, so no sampler ends the checker's process (let alone with status 0)."""
+
+
 def seed_form(fn) -> tuple[bool, bool]:
-    """``(takes_seed, by_keyword)`` read from the signature (see the module docstring)."""
+    """``(takes_seed, by_keyword)`` read from the signature (see the module docstring); ``TypeError`` naming the
+    parameter for a sampler whose randomness comes under another name (:data:`SEED_ALIASES`)."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -58,6 +92,13 @@ def seed_form(fn) -> tuple[bool, bool]:
     kinds = inspect.Parameter
     if "seed" in params and params["seed"].kind not in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD):
         return True, params["seed"].kind != kinds.POSITIONAL_ONLY
+    alias = next((p for p in params if p in SEED_ALIASES), None)
+    if alias is not None:
+        raise TypeError(
+            f"sampler {_describe(fn)} takes its randomness as {alias!r}, not as an integer seed: wrap it in "
+            f"verification.adapters.with_seed({_describe(fn)}, {alias!r}), which builds the {alias} from the seed, or "
+            "rename the parameter seed"
+        )
     positional = [p for p in params.values() if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
     if any(p.kind == kinds.VAR_POSITIONAL for p in params.values()):
         return True, False
@@ -101,12 +142,16 @@ class SamplerCall:
     def __call__(self, logits: torch.Tensor, num_samples: int, seed: int | None) -> np.ndarray:
         """Call the sampler on a copy of ``logits`` and return its tokens as int64 ``[B, num_samples]``."""
         z = logits.clone()
-        if not self.seeded:
-            out = self.fn(z, num_samples)
-        elif self.seed_by_keyword:
-            out = self.fn(z, num_samples, seed=seed)
-        else:
-            out = self.fn(z, num_samples, seed)
+        try:
+            if not self.seeded:
+                out = self.fn(z, num_samples)
+            elif self.seed_by_keyword:
+                out = self.fn(z, num_samples, seed=seed)
+            else:
+                out = self.fn(z, num_samples, seed)
+        except SystemExit as e:  # a sampler never ends the checker's process
+            raise SamplerError(f"sampler {self.name} called sys.exit({e.code!r}) during a call with num_samples="
+                               f"{num_samples}, seed={seed}") from e  # fmt: skip
         return read_tokens(out, (int(logits.shape[0]), num_samples), self.name)
 
 
@@ -114,6 +159,8 @@ def read_tokens(out, shape: tuple[int, ...], name: str) -> np.ndarray:
     """A sampler's output as a fresh int64 array of ``shape`` (a broadcast view is copied, so repeated
     draws reach the tests, which judge them); ``TypeError``/``ValueError`` naming the sampler otherwise."""
     if isinstance(out, torch.Tensor):
+        if out.device.type == "meta":
+            raise TypeError(f"sampler {name} returned a tensor on the meta device, which holds no tokens")
         out = out.detach().cpu()
         if out.dtype == torch.bfloat16:
             out = out.float()

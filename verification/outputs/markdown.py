@@ -215,9 +215,14 @@ def check_page(doc: dict[str, Any], *, title: str | None = None, plots: dict[int
         f"- sampler: `{doc['sampler']}`",
         f"- target: `{doc['target']}`; logits {list(doc['shape'])}; temperature {doc['temperature']}",
         f"- {doc['plan']}",
-        f"- {doc['n']:,} draws per row for the distribution tests, {doc['stream']:,} per stream for the lag "
-        f"scans; {doc['calls']} calls; {doc['seconds']:.1f} s; seed {doc['seed']}",
+        f"- {doc['n']:,} draws per row for the distribution tests"
+        + (f", {doc['stream']:,} per stream for the lag scans" if doc["stream"] else "")
+        + f"; {doc['calls']} calls; {doc['seconds']:.1f} s; seed {doc['seed']}",
     ]
+    if doc.get("tv_upper_bound") is not None:
+        rows = ", ".join(f"{b:.3g}" for b in doc.get("tv_upper_bounds") or [])
+        out.append(f"- **certified**: total variation <= {doc['tv_upper_bound']:.3g} at confidence "
+                   f"1 - {doc['alpha']:g} (per row: {rows}); {doc.get('certificate', '')}")  # fmt: skip
     if failed:
         out += ["", "## Failed tests", ""]
         out += table(head, [_check_row(t) for t in failed], "lrrrrll")

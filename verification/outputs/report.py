@@ -59,7 +59,8 @@ def check_out(out: Path) -> Path:
     """The report folder ``out``, resolved, if a report can replace it; else ``ValueError`` saying why.
 
     Accepted: a missing path whose parent can be created and written, or a folder that is empty or
-    holds a ``report.json`` (an earlier report), in a writable parent.
+    holds a ``report.json`` (an earlier report), in a writable parent, with a name short enough for the
+    folders built beside it (``.<name>.new-XXXXXXXX``).
     """
     out = Path(out).expanduser().resolve()
     if out.exists() and not out.is_dir():
@@ -70,6 +71,8 @@ def check_out(out: Path) -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out.parent):
             pass
+        for kind in ("new", "old"):  # the folders publish() builds beside the target: a name too long fails here
+            os.rmdir(tempfile.mkdtemp(prefix=f".{out.name}.{kind}-", dir=out.parent))
     except OSError as e:
         raise ValueError(f"--out {out}: cannot write in {out.parent} ({e.strerror or e})") from None
     return out

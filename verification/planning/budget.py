@@ -107,6 +107,15 @@ _ENTRIES = (
     # test_check_adapters.py, one in test_check_cli.py, the two doctests) and ten plugin checks at 1e-6.
     _B("verification.check.exact", seed=3401, n=10_040, alpha=18 * 1e-3 + 10 * 1e-6),
     _B("verification.check.planted", seed=3402, n=10_040, alpha=1e-3, kind="planted"),
+    # tests/verification/test_check_streams.py: seed space and lags; five runs on exact samplers at 1e-3 (three at
+    # 64-bit seeds, torch's at 32 bits, seed mod 2**32 at 31 bits), four planted defects that must fail.
+    _B("verification.check_streams.exact", seed=3701, n=10_000, alpha=5 * 1e-3),
+    _B("verification.check_streams.planted", seed=3702, n=10_000, alpha=1e-3, kind="planted"),
+    # tests/verification/test_agreement.py: check_samplers_agree and assert_same_law; four runs on agreeing
+    # samplers at 1e-3 and two assert_same_law calls at 1e-6 (null), planted pairs at their stated deviation; the
+    # certificate's coverage measured on planted pairs (a check at level 1e-3).
+    _B("verification.agreement.exact", seed=3801, n=10_000, alpha=4 * 1e-3 + 2 * 1e-6 + 1e-3),
+    _B("verification.agreement.planted", seed=3802, n=10_000, alpha=1e-3, kind="planted"),
     # tests/verification/test_check_calibration.py: the recorded false-alarm rate of check_sampler within its
     # binomial band, a check at level calibration.CHECK_LEVEL (its seeds are the calibration script's).
     _B("verification.check.calibration", seed=20261202, n=1000, alpha=1e-3),

@@ -10,12 +10,15 @@ Per row ``b`` (names ``row b: <test>``): the suite of :func:`verification.runner
 (the lower-half test on the tied group of largest mass, conditional on the draws that land in it, where
 tied logits hold enough mass) and ``range`` (:func:`verification.stats.support.support_test`).  A row whose
 law is a single token has the range test only.  Independence, on the row of the most spread law (the
-*stream row*, largest ``1 - sum p_i**2``, the chance that two independent draws differ): ``samples`` (draws
-``j`` and ``j + l`` of one call, ``l = 1..8``), ``rows b-b+1`` (rows ``b`` and ``b + 1`` of draws 0, shifts
-``-8..8``; with ``B = 1`` the rows call), ``seeds`` (draws 0 against draws 1: seeds ``s`` and ``s + 1``,
-shifts ``-8..8``) and ``calls`` (draws 0 against the calls call, seed ``s + 65536``; seedless: draws 0
-against draws 1), each a lag scan corrected by Bonferroni over its shifts
-(:func:`verification.stats.independence.lag_scan_test`).
+*stream row*, largest ``1 - sum p_i**2``, the chance that two independent draws differ), each a lag scan
+corrected by Bonferroni over what it scans (:func:`verification.stats.independence.lag_scan_test`; the streams
+and their seeds: :mod:`verification.planning.streams`): ``samples`` (draws ``j`` and ``j + l`` of one call, ``l``
+in ``1..8``, every power of two up to half the call, and half the call), ``halves`` (the first half of a call
+against its second half read backwards), ``rows b-b+1`` (rows ``b`` and ``b + 1`` of draws 0, shifts ``-8..8``;
+with ``B = 1`` the rows call), ``seeds`` (draws 0 against draws 1: seeds ``s`` and ``s + 1``, shifts
+``-8..8``), ``seed bits`` (draws 0 against each bit call, seed ``s xor 2**j`` for ``j = 16 .. seed_bits - 1``,
+shifts ``-8..8``, Bonferroni over bits and shifts: :func:`verification.stats.independence.streams_scan_test`)
+and ``calls`` (draws 0 against the calls call; seedless: draws 0 against draws 1).
 
 Sizes
 -----
@@ -23,9 +26,12 @@ With ``tv``, each test plans with its own law-aware planner at the level ``alpha
 optional test included, so the final level ``alpha / m`` is never lower): ``n`` is the largest
 :func:`verification.stats.gof.required_gof_samples` over the rows (the chi-square's total variation at the
 bins its pooling forms at ``n``), and the streams' length the largest
-:func:`verification.stats.independence.required_lag_scan_samples` of the independence tests.  A call
-draws ``c = max(stream length, ceil(n / 2))`` columns, at most ``MAX_CALL_DRAWS``, in ``K >= 2`` calls.
-With ``budget_s``, ``K = 2`` and ``c`` is the most that fits: :func:`columns_for_budget`.
+:func:`verification.stats.independence.required_lag_scan_samples` of the independence tests (the ``samples``
+scan at its own lags, the ``halves`` scan on half a call, so a call is twice its need) and the bit calls'
+length :func:`verification.stats.independence.required_streams_scan_samples`.  A call draws
+``c = max(stream length, ceil(n / 2))`` columns, at most ``MAX_CALL_DRAWS``, in ``K >= 2`` calls.  With
+``budget_s``, ``K = 2`` and ``c`` is the most that fits (:func:`columns_for_budget`); the bit calls then share
+one call's worth of draws (``c / S`` each, ``S`` bits).
 
 A law whose mass is nearly all on few tokens (a peaked row, a head far above a light tail) leaves the
 chi-square one or two bins until ``n`` is large enough for its light part to fill a bin of its own; where
@@ -45,12 +51,18 @@ import numpy as np
 from ..battery.cases import Case
 from ..stats.cdf import required_cdf_samples
 from ..stats.gof import gof_detectable_tv
-from ..stats.independence import DEFAULT_MAX_LAG, required_lag_scan_samples, table_shape
+from ..stats.independence import (
+    DEFAULT_MAX_LAG,
+    required_lag_scan_samples,
+    required_streams_scan_samples,
+    scan_detectable_tv,
+    table_shape,
+)
 from ..stats.power import smallest_n
 from ..stats.tails import far_tail
 from ..stats.ties import min_detectable_tie_shift
 from .request import CheckRequest
-from .streams import MAX_ROW_PAIRS, row_pairs, stream_row
+from .streams import MAX_DRAW_CALLS, MAX_ROW_PAIRS, flipped_bits, row_pairs, serial_lags, stream_row
 from .suite import TEST_TITLES, suite_names
 
 __all__ = [
@@ -73,6 +85,9 @@ TEST_RESERVE = 0.2
 #: Columns (draws per row) of one call at most: 2**20 int64 tokens a row; a sampler that materializes
 #: ``[B, num_samples, V]`` must draw in chunks of its own.
 MAX_CALL_DRAWS = 1 << 20
+#: Columns of a draws call at least: each half of a call holds the ``2 K + 2`` draws of a lag scan over
+#: shifts ``-K..K`` (the ``halves`` scan).
+MIN_COLUMNS = 4 * DEFAULT_MAX_LAG + 4
 #: Draws per row the chi-square planning may ask for before the DKWM test sets the row's draws instead.
 MAX_PLANNED_DRAWS = 1 << 24
 #: Draws of the pilot, repeat and moved calls (16 draws a row decide the reproducibility properties: two
@@ -88,15 +103,19 @@ ROW_TESTS = ("pearson", "g-test", "cdf-index", "cdf-descending", "categories", "
 _TITLES = {
     "ties": "tie bias (tied group)",
     "range": "range and support",
-    "samples": f"independent draws in a call (lags 1..{DEFAULT_MAX_LAG})",
+    "samples": f"independent draws in a call (lags 1..{DEFAULT_MAX_LAG}, powers of two, half the call)",
+    "halves": f"a call's halves, the second read backwards (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
     "rows": f"independent rows (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
     "seeds": f"independent seeds s, s+1 (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
+    "seed bits": f"independent seeds s, s xor 2^j, j >= 16 (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
     "calls": f"independent calls (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
 }
 
 
 def test_title(name: str) -> str:
     """Human-readable title of a member name (``"row 0: pearson"``, ``"rows 0-1"``, ``"seeds"``)."""
+    if name in _TITLES:
+        return _TITLES[name]
     test = name.split(": ", 1)[-1].split(" ", 1)[0]
     return _TITLES.get(test) or TEST_TITLES.get(test, test)
 
@@ -177,6 +196,10 @@ class Plan:
         Draws per stream of the calls and rows calls' lag scans.
     how : str
         One line on how the sizes were chosen (the report's).
+    bits : tuple of int
+        The seed bits ``j`` of the bit calls (seed ``s xor 2**j``; empty when the seed-bit scan does not run).
+    bit_stream : int
+        Draws per row of each bit call.
     """
 
     rows: tuple[RowPlan, ...]
@@ -190,6 +213,8 @@ class Plan:
     notes: tuple[str, ...] = ()
     stream: int = 0
     how: str = ""
+    bits: tuple[int, ...] = ()
+    bit_stream: int = 0
 
     @property
     def n(self) -> int:
@@ -203,9 +228,17 @@ class Plan:
 
 
 def max_tests(num_rows: int, seeded: bool) -> int:
-    """Family size with every optional test included (the level the sizes are planned at is alpha over it)."""
+    """Family size with every optional test included (the level the sizes are planned at is alpha over it):
+    per row :data:`ROW_TESTS`; ``samples``, ``halves``, the row pairs, ``calls``, and ``seeds`` and ``seed bits``
+    when the sampler takes a seed."""
     pairs = max(1, min(num_rows - 1, MAX_ROW_PAIRS))
-    return num_rows * len(ROW_TESTS) + 1 + pairs + (2 if seeded else 1)
+    return num_rows * len(ROW_TESTS) + 2 + pairs + (3 if seeded else 1)
+
+
+def _serial_need(p: np.ndarray, tv: float, a: float, power: float) -> int:
+    """Draws of a call for the ``samples`` scan at its own lags (:func:`serial_lags` of the call) to detect ``tv``."""
+    return smallest_n(lambda n: scan_detectable_tv(n, p, None, serial_lags(n), True, a, power) <= tv,
+                      start=2 * DEFAULT_MAX_LAG + 2, what=f"tv={tv!r}")  # fmt: skip
 
 
 def _gof_draws(r: RowPlan, tv: float, a: float, power: float) -> tuple[int, str | None]:
@@ -221,11 +254,11 @@ def _gof_draws(r: RowPlan, tv: float, a: float, power: float) -> tuple[int, str 
                    f"test at Kolmogorov distance {tv:g}")  # fmt: skip
 
 
-def columns_for_tv(rows: list[RowPlan], tv: float, alpha: float, power: float,
-                   seeded: bool) -> tuple[int, int, int, tuple[str, ...]]:  # fmt: skip
-    """``(columns, calls, stream, notes)`` for a declared total variation ``tv`` (see the module docstring):
-    the draws calls' columns and number, the length of the calls and rows calls' streams, and the notes of
-    rows planned by the DKWM test."""
+def columns_for_tv(rows: list[RowPlan], tv: float, alpha: float, power: float, seeded: bool,
+                   num_bits: int = 0) -> tuple[int, int, int, tuple[str, ...], int]:  # fmt: skip
+    """``(columns, calls, stream, notes, bit_stream)`` for a declared total variation ``tv`` (see the module
+    docstring): the draws calls' columns and number, the length of the calls and rows calls' streams, the notes
+    of rows planned by the DKWM test, and the length of each of the ``num_bits`` bit calls."""
     a = alpha / max_tests(len(rows), seeded)
     n = 1
     notes = []
@@ -235,36 +268,47 @@ def columns_for_tv(rows: list[RowPlan], tv: float, alpha: float, power: float,
             n = max(n, m)
             if note:
                 notes.append(note)
-    stream = 2 * DEFAULT_MAX_LAG + 2
+    stream = bit_stream = 2 * DEFAULT_MAX_LAG + 2
+    call = MIN_COLUMNS
     s = stream_row([r.probs for r in rows])
     if s is not None:
         p = rows[s].probs
-        needs = [(p, p, False), (p, None, True)]
-        needs += [(rows[b0].probs, rows[b1].probs, False) for b0, b1 in row_pairs([r.probs for r in rows])]
-        for px, py, serial in needs:
+        needs = [(rows[b0].probs, rows[b1].probs) for b0, b1 in row_pairs([r.probs for r in rows])]
+        for px, py in [(p, p), *needs]:
             try:
-                stream = max(stream, required_lag_scan_samples(tv, px, py, serial=serial, alpha=a, power=power))
+                stream = max(stream, required_lag_scan_samples(tv, px, py, alpha=a, power=power))
             except ValueError:  # no table of two classes forms at any n (a law of one heavy token)
                 continue
+        try:  # the samples scan reads a call; the halves scan half a call (two streams of p)
+            call = max(_serial_need(p, tv, a, power), 2 * required_lag_scan_samples(tv, p, p, alpha=a, power=power))
+            if num_bits:
+                bit_stream = required_streams_scan_samples(tv, p, p, num_streams=num_bits, alpha=a, power=power)
+        except ValueError:
+            pass
     stream = min(MAX_CALL_DRAWS, stream)
-    columns = min(MAX_CALL_DRAWS, max(stream, math.ceil(n / 2)))
-    return columns, max(2, math.ceil(n / columns)), stream, tuple(notes)
+    columns = min(MAX_CALL_DRAWS, max(stream, call, math.ceil(n / 2)))
+    return columns, max(2, math.ceil(n / columns)), stream, tuple(notes), min(MAX_CALL_DRAWS, bit_stream)
 
 
-def columns_for_budget(seconds: float, cost: tuple[float, float], num_rows: int, seeded: bool) -> int:
+def columns_for_budget(seconds: float, cost: tuple[float, float], num_rows: int, seeded: bool,
+                       num_bits: int = 0) -> int:  # fmt: skip
     """Columns ``c`` of the two draws calls that fit ``seconds``, at the affine cost ``a + b * rows * c`` per
     call (``cost = (a, b)``): two draws calls, the calls call (seeded) and the rows call (``B = 1``, two
-    rows), each of ``c`` columns.  At least the lag scans' minimum ``2 K + 2``, at most ``MAX_CALL_DRAWS``."""
+    rows), each of ``c`` columns, and ``num_bits`` bit calls sharing ``c`` columns.  At least
+    :data:`MIN_COLUMNS`, at most ``MAX_CALL_DRAWS``."""
     a, b = cost
-    row_columns = num_rows * (2 + int(seeded)) + (2 if num_rows == 1 else 0)
-    fixed = a * (2 + int(seeded) + int(num_rows == 1))
+    row_columns = num_rows * (2 + int(seeded) + int(num_bits > 0)) + (2 if num_rows == 1 else 0)
+    fixed = a * (2 + int(seeded) + int(num_rows == 1) + num_bits)
     c = (seconds - fixed) / max(b * row_columns, 1e-12)
-    return int(min(MAX_CALL_DRAWS, max(2 * DEFAULT_MAX_LAG + 2, c)))
+    return int(min(MAX_CALL_DRAWS, max(MIN_COLUMNS, c)))
 
 
 def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, power: float, seeded: bool,
-               notes: tuple[str, ...] = ()) -> Plan:  # fmt: skip
-    """Decide, for ``calls`` calls of ``columns`` draws, which optional tests run, and name every member."""
+               notes: tuple[str, ...] = (), bits: tuple[int, ...] = ()) -> Plan:  # fmt: skip
+    """Decide, for ``calls`` calls of ``columns`` draws, which optional tests run, and name every member;
+    ``bits`` are the seed bits of the seed-bit scan (a seeded sampler's)."""
+    if calls > MAX_DRAW_CALLS:
+        raise ValueError(f"{calls} draws calls exceed the {MAX_DRAW_CALLS} seeds s + k kept for them")
     a = alpha / max_tests(len(rows), seeded)
     n = calls * columns
     planned: list[RowPlan] = []
@@ -292,26 +336,30 @@ def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, powe
         tests.append(prefix + "range")
     stream = stream_row([r.probs for r in rows])
     pairs = row_pairs([r.probs for r in rows])
+    streams = ("samples", "halves", "rows", "seeds", "seed bits", "calls")
     if stream is None:
-        for name in ("samples", "rows", "seeds", "calls"):
+        for name in streams:
             skipped[name] = "every row's law is a single token: draws of one token are independent"
     else:
         p = rows[stream].probs
-        if min(table_shape(p, p, columns - DEFAULT_MAX_LAG)) < 2:
-            for name in ("samples", "rows", "seeds", "calls"):
-                skipped[name] = f"{columns} draws a stream form no 2 x 2 table (one class holds the mass)"
+        if min(table_shape(p, p, columns // 2 - DEFAULT_MAX_LAG)) < 2:
+            for name in streams:
+                skipped[name] = f"{columns} draws a call form no 2 x 2 table (one class holds the mass)"
             pairs = ()
         else:
-            tests.append("samples")
+            tests += ["samples", "halves"]
             tests += [f"rows {b0}-{b1}" if len(rows) > 1 else "rows 0-0'" for b0, b1 in pairs]
             if seeded:
                 tests.append("seeds")
+                if bits:
+                    tests.append("seed bits")
             else:
-                skipped["seeds"] = "the sampler takes no seed"
+                skipped["seeds"] = skipped["seed bits"] = "the sampler takes no seed"
             tests.append("calls")
         if not pairs and "rows" not in skipped:
             skipped["rows"] = "no two adjacent rows have a law of two or more tokens"
-    return Plan(tuple(planned), columns, calls, stream, pairs, seeded, tuple(tests), skipped, notes)
+    return Plan(tuple(planned), columns, calls, stream, pairs, seeded, tuple(tests), skipped, notes,
+                bits=bits if "seed bits" in tests else ())  # fmt: skip
 
 
 def _tie_testable(r: RowPlan, n: int, a: float, power: float) -> bool:
@@ -343,16 +391,19 @@ def plan_check(request: CheckRequest, rows: list[RowPlan], cost: tuple[float, fl
     ``request.budget_s`` after ``elapsed`` seconds, less :data:`TEST_RESERVE` of it, at the pilot's affine
     ``cost`` (:func:`columns_for_budget`); then the tests that run at those sizes (:func:`build_plan`)."""
     seeded = request.call.seeded
+    bits = flipped_bits(request.seed_bits) if seeded else ()
     if request.budget_s is not None:
         left = (request.budget_s - elapsed) * (1 - TEST_RESERVE)
-        columns, calls = columns_for_budget(left, cost, len(rows), seeded), 2
+        columns, calls = columns_for_budget(left, cost, len(rows), seeded, len(bits)), 2
         how = (f"sizes fit budget_s = {request.budget_s:g} s after a pilot (cost per call {cost[0]:.3g} s + "
                f"{cost[1]:.3g} s per draw of a row)")  # fmt: skip
         stream = columns
+        bit_stream = max(2 * DEFAULT_MAX_LAG + 2, columns // max(1, len(bits)))
     else:
-        columns, calls, stream, notes = columns_for_tv(rows, request.tv, request.alpha, request.power, seeded)
+        columns, calls, stream, notes, bit_stream = columns_for_tv(rows, request.tv, request.alpha, request.power,
+                                                                   seeded, len(bits))  # fmt: skip
         how = (f"sizes planned for total variation tv = {request.tv:g} (each test's own law-aware planner at level "
                f"alpha/{max_tests(len(rows), seeded)})")  # fmt: skip
         how += "".join(f"; {note}" for note in notes)
-    plan = build_plan(rows, columns, calls, request.alpha, request.power, seeded)
-    return dataclasses.replace(plan, stream=stream, how=how)
+    plan = build_plan(rows, columns, calls, request.alpha, request.power, seeded, bits=bits)
+    return dataclasses.replace(plan, stream=stream, how=how, bit_stream=bit_stream)

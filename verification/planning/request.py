@@ -19,10 +19,11 @@ from flashsampling.targets._inputs import check_temperature, per_row, to_numpy
 
 from ..battery.aims import SpeculativeTarget, Target, softmax
 from ..battery.protocol import SamplerCall, prepare_logits
-from ..stats._validate import check_fraction, check_int, check_positive_real, check_rates
-from .streams import MAX_SEED
+from ..stats._validate import check_int, check_positive_real, check_rates
+from ..stats.power import check_deviation
+from .streams import DEFAULT_SEED_BITS, SEED_BITS, max_seed
 
-__all__ = ["DEFAULT_TV", "CheckRequest", "check_request", "per_row_parameters", "temperatures"]
+__all__ = ["DEFAULT_TV", "CheckRequest", "check_request", "check_seed", "per_row_parameters", "temperatures"]
 
 #: Total variation the sizes are planned for when neither ``tv`` nor ``budget_s`` is given.  One percent
 #: of the mass moved is the size of the defects that matter in practice and that a CPU can afford to
@@ -57,6 +58,8 @@ class CheckRequest:
     tv, budget_s : float or None
         What the sizes are planned for (exactly one is set).
     seed : int
+    seed_bits : int
+        The seeds passed lie in ``[0, 2**seed_bits)`` (:mod:`verification.planning.streams`).
     """
 
     call: SamplerCall
@@ -70,6 +73,7 @@ class CheckRequest:
     tv: float | None
     budget_s: float | None
     seed: int
+    seed_bits: int = DEFAULT_SEED_BITS
 
     @property
     def speculative(self) -> bool:
@@ -106,8 +110,21 @@ def per_row_parameters(target: Target) -> bool:
     )
 
 
+def check_seed(seed, seed_bits) -> tuple[int, int]:
+    """``(seed, seed_bits)`` checked: ``seed_bits`` one of :data:`~verification.planning.streams.SEED_BITS`, ``seed``
+    an integer in ``[0, 2**seed_bits)``."""
+    seed_bits = check_int(seed_bits, "seed_bits")
+    if seed_bits not in SEED_BITS:
+        raise ValueError(f"seed_bits must be one of {', '.join(map(str, SEED_BITS))}, got seed_bits={seed_bits}")
+    seed = check_int(seed, "seed", minimum=0)
+    if seed > max_seed(seed_bits):
+        raise ValueError(f"seed must be in [0, 2**{seed_bits}) (seed_bits={seed_bits}), got seed={seed}")
+    return seed, seed_bits
+
+
 def check_request(sampler, logits, *, target="softmax", temperature=1.0, alpha: float = 1e-3, power: float = 0.99,
-                  tv: float | None = None, budget_s: float | None = None, seed: int = 0) -> CheckRequest:  # fmt: skip
+                  tv: float | None = None, budget_s: float | None = None, seed: int = 0,
+                  seed_bits: int = DEFAULT_SEED_BITS) -> CheckRequest:  # fmt: skip
     """Check the arguments of :func:`verification.check_sampler` (the same signature) and compute the target law.
 
     Raises
@@ -123,10 +140,8 @@ def check_request(sampler, logits, *, target="softmax", temperature=1.0, alpha: 
     elif tv is None:
         tv = DEFAULT_TV
     if tv is not None:
-        tv = check_fraction(tv, "tv")
-    seed = check_int(seed, "seed", minimum=0)
-    if seed > MAX_SEED:
-        raise ValueError(f"seed must be in [0, {MAX_SEED}] (the calls' seeds stay below 2**31), got seed={seed}")
+        tv = check_deviation(tv, "tv", alpha=alpha, power=power)
+    seed, seed_bits = check_seed(seed, seed_bits)
     aim = _aim(target)
     call = SamplerCall.wrap(sampler)
     if isinstance(aim, SpeculativeTarget):
@@ -134,6 +149,9 @@ def check_request(sampler, logits, *, target="softmax", temperature=1.0, alpha: 
         temps = temperatures(temperature, aim.draft_probs.shape[0])
     else:
         L, z = prepare_logits(logits)
+        if z.shape[1] < 2:
+            raise ValueError(f"logits must have V >= 2 categories (one category leaves nothing to test), got "
+                             f"shape {tuple(z.shape)}")  # fmt: skip
         temps = temperatures(temperature, z.shape[0])
     probs = aim.probs(z, temps)  # a speculative aim checks the shape (B, K + 1, V)
-    return CheckRequest(call, aim, L, z, temps, probs, alpha, power, tv, budget_s, seed)
+    return CheckRequest(call, aim, L, z, temps, probs, alpha, power, tv, budget_s, seed, seed_bits)

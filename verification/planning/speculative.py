@@ -36,7 +36,8 @@ def sizes_for_tv(law, outcome_law: np.ndarray, tv: float, alpha: float, power: f
     a = alpha / max_tests(b, k, seeded)
     n = 1
     for r in range(b):
-        n = max(n, required_gof_samples(tv, law.num_emitted[r], alpha=a, power=power))
+        if np.count_nonzero(law.num_emitted[r]) >= 2:  # one outcome (every draft accepted): nothing to fit
+            n = max(n, required_gof_samples(tv, law.num_emitted[r], alpha=a, power=power))
         for i in range(k + 1):
             reach = float(law.reach[r, i])
             if reach < REACH_FLOOR:

@@ -628,7 +628,8 @@ def run(
 CHECK_ALPHA = 0.05
 #: Total variation the calibrated runs are planned for (about 10**4 draws a row: 0.3 s a run).
 CHECK_TV = 0.1
-#: Seed stride between runs: a run uses seeds ``s .. s + 65539``, so runs ``70000`` apart share no call.
+#: Seed stride between runs: a run uses seeds ``s + k`` (``k < 2**15 + 4``) and ``s xor 2**j`` (``j = 16..30``,
+#: :mod:`verification.planning.streams`); with runs ``70000`` apart no two share a call (a test checks it).
 CHECK_SEED_STRIDE = 70_000
 #: Runs whose verdict and smallest Holm-adjusted p-value the page records (and a test re-runs).
 CHECK_RECORDED = 3

@@ -18,10 +18,10 @@ import numpy as np
 
 from ..planning.check import Plan, RowPlan, plan_check, row_plans, test_title
 from ..planning.request import DEFAULT_TV, check_request
-from ..planning.streams import MAX_SEED
+from ..planning.streams import DEFAULT_SEED_BITS, MAX_SEED, halves, serial_lags
 from ..stats.counts import Counts
 from ..stats.family import Family
-from ..stats.independence import lag_scan_test
+from ..stats.independence import lag_scan_test, streams_scan_test
 from ..stats.results import StatResult
 from ..stats.support import support_test
 from ..stats.ties import TieResult, tie_bias_test
@@ -44,6 +44,7 @@ def check_sampler(
     tv: float | None = None,
     budget_s: float | None = None,
     seed: int = 0,
+    seed_bits: int = DEFAULT_SEED_BITS,
 ) -> SamplerReport:
     """Check that ``sampler`` draws exactly from ``target`` on ``logits``: one verdict under one Holm family.
 
@@ -58,7 +59,7 @@ def check_sampler(
     The sampler protocol (:mod:`verification.battery.protocol`)
     ------------------------------------------------------------
     ``sampler(logits, num_samples, seed) -> tokens``: ``logits`` a float32 ``torch.Tensor [B, V]`` (a fresh
-    copy each call), ``num_samples`` an int, ``seed`` an int in ``[0, 2**31)``; ``tokens`` integers of shape
+    copy each call), ``num_samples`` an int, ``seed`` an int in ``[0, 2**seed_bits)``; ``tokens`` integers of shape
     ``[B, num_samples]`` (torch, NumPy, or anything ``numpy.asarray`` takes, e.g. JAX).  A sampler with no
     seed parameter is called as ``sampler(logits, num_samples)``; its seed tests and reproducibility
     properties are then skipped, and the report says so.  The temperature and filters are not passed:
@@ -71,9 +72,12 @@ def check_sampler(
     binomial (under- and over-drawn), the two-sided tail mass on the target's far tail (tokens 16, 12 or 8
     nats below the top, the deepest the draws can test; none when the target has none), tie bias on the
     largest group of tied logits, and range (every draw in ``[0, V)`` and, for a truncated target, in its
-    support).  Independence: draws ``j, j + l`` of one call (lags 1..8), adjacent rows of one call, seeds
-    ``s`` and ``s + 1``, and two calls, each a lag scan over shifts -8..8 corrected by Bonferroni over the
-    shifts, so a stream that overlaps another with a shift is found without being told the pairing.
+    support).  Independence: draws ``j, j + l`` of one call (lags 1..8, every power of two up to half the call,
+    and half the call), the halves of a call (the second read backwards), adjacent rows of one call, seeds
+    ``s`` and ``s + 1``, seeds ``s`` and ``s xor 2**j`` for every bit ``j = 16 .. seed_bits - 1`` (a seed
+    truncated or hashed to fewer bits gives two equal streams), and two calls, each a lag scan over shifts -8..8
+    (or the lags) corrected by Bonferroni over what it scans, so a stream that overlaps another with a shift is
+    found without being told the pairing.
 
     Parameters
     ----------
@@ -97,8 +101,13 @@ def check_sampler(
     budget_s : float > 0, optional
         Seconds for the whole check: after the pilot, the draws are sized to fit 80 % of what is left
         (an affine cost model from two timed calls), the rest is kept for the tests.
-    seed : int in [0, MAX_SEED]
-        Base seed ``s`` of the calls (:mod:`verification.planning.check` lists every call's seed).
+    seed : int in [0, 2**seed_bits)
+        Base seed ``s`` of the calls (:mod:`verification.planning.streams` lists every call's seed, each taken
+        modulo ``2**seed_bits``).
+    seed_bits : 31, 32, 63 or 64
+        The seeds passed to the sampler lie in ``[0, 2**seed_bits)``; 31 (the default) suits every common
+        generator (``numpy.random.seed``, ``jax.random.key``); 64 tests a sampler keyed by 64-bit seeds in
+        all of them (truncation to 32 bits included).
 
     Returns
     -------
@@ -129,12 +138,12 @@ def check_sampler(
     ...     return np.stack([rng.choice(len(r), num_samples, p=r / r.sum()) for r in p])
     >>> report = check_sampler(choice, np.array([[0.0, 1.0, 2.0, 3.0]]), tv=0.1)
     >>> report.passed, report.n
-    (True, 5896)
+    (True, 7172)
     >>> statistic, pvalue = report.test("row 0: pearson")
     """
     t0 = time.perf_counter()
     request = check_request(sampler, logits, target=target, temperature=temperature, alpha=alpha, power=power,
-                            tv=tv, budget_s=budget_s, seed=seed)  # fmt: skip
+                            tv=tv, budget_s=budget_s, seed=seed, seed_bits=seed_bits)  # fmt: skip
     if request.speculative:
         return check_speculative(request, started=t0)
     rows = row_plans(request)
@@ -173,7 +182,8 @@ def _run_tests(plan: Plan, d: Draws, family: Family, power: float) -> None:
     if "samples" not in names:
         return
     x = d.first[sr]
-    family.add("samples", lag_scan_test(x, num_categories=v, alpha=a, power=power))
+    family.add("samples", lag_scan_test(x, lags=serial_lags(x.size), num_categories=v, alpha=a, power=power))
+    family.add("halves", lag_scan_test(*halves(x), num_categories=v, alpha=a, power=power))
     for b0, b1 in plan.row_pairs:
         if (b0, b1) == (0, 0):
             family.add("rows 0-0'", lag_scan_test(*d.rows_pair, num_categories=v, alpha=a, power=power))
@@ -182,4 +192,7 @@ def _run_tests(plan: Plan, d: Draws, family: Family, power: float) -> None:
                                                         power=power))  # fmt: skip
     if "seeds" in names:
         family.add("seeds", lag_scan_test(x, d.second, num_categories=v, alpha=a, power=power))
+    if "seed bits" in names:
+        family.add("seed bits", streams_scan_test(x, d.bit_streams, labels=[f"bit {j}" for j in plan.bits],
+                                                  num_categories=v, alpha=a, power=power))  # fmt: skip
     family.add("calls", lag_scan_test(x, d.calls_stream, num_categories=v, alpha=a, power=power))

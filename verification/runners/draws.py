@@ -4,7 +4,8 @@
 first call checks the protocol (and may compile), the second is timed and must repeat the first (same seed, same
 tokens), a call on the batch moved by one row must give each row the same tokens; with a budget, a call of 128
 draws fixes the affine cost model.  :func:`draw` makes the plan's calls (:mod:`verification.planning.streams` lists
-them and their seeds) and counts every row's draws; it keeps the streams the independence tests pair.
+them and their seeds, modulo ``2**seed_bits``) and counts every row's draws; it keeps the streams the independence
+tests pair (the bit calls' too: seed ``s xor 2**j``).
 """
 
 from __future__ import annotations
@@ -18,15 +19,23 @@ import torch
 from ..battery.protocol import SamplerCall
 from ..planning.check import COST_DRAWS, PILOT_DRAWS, Plan
 from ..planning.request import CheckRequest
-from ..planning.streams import CALLS_SEED_OFFSET, COST_SEED_OFFSET, PILOT_SEED_OFFSET, ROWS_SEED_OFFSET
+from ..planning.streams import (
+    CALLS_SEED_OFFSET,
+    COST_SEED_OFFSET,
+    PILOT_SEED_OFFSET,
+    ROWS_SEED_OFFSET,
+    call_seed,
+    flipped_seed,
+)
 from ..stats.counts import Counts, count_samples
 from .sampler_report import Property
 
 __all__ = ["Draws", "draw", "pilot"]
 
 
-def _seed(call: SamplerCall, seed: int) -> int | None:
-    return seed if call.seeded else None
+def _seed(call: SamplerCall, request: CheckRequest, offset: int) -> int | None:
+    """The seed of the call at ``offset`` (:func:`verification.planning.streams.call_seed`); ``None`` seedless."""
+    return call_seed(request.seed, offset, request.seed_bits) if call.seeded else None
 
 
 def _moved(call: SamplerCall, L: torch.Tensor, first: np.ndarray, s: int) -> Property:
@@ -46,9 +55,9 @@ def pilot(request: CheckRequest) -> tuple[list[Property], tuple[float, float]]:
     """The pilot calls: the protocol, the reproducibility properties and (with ``budget_s``) the cost model
     ``(seconds per call, seconds per draw of a row)``.  Per-row temperatures or target parameters, which a
     sampler binds by batch position, skip the call on a moved batch."""
-    call, L, seed = request.call, request.logits, request.seed
+    call, L = request.call, request.logits
     budgeted, moved = request.budget_s is not None, not request.per_row
-    s = _seed(call, seed + PILOT_SEED_OFFSET)
+    s = _seed(call, request, PILOT_SEED_OFFSET)
     b = int(L.shape[0])
     first = call(L, PILOT_DRAWS, s)  # checks the protocol; may compile (JIT), so it is not timed
     t = time.perf_counter()
@@ -71,7 +80,7 @@ def pilot(request: CheckRequest) -> tuple[list[Property], tuple[float, float]]:
     cost = (0.0, 0.0)
     if budgeted:
         t = time.perf_counter()
-        call(L, COST_DRAWS, _seed(call, seed + COST_SEED_OFFSET))
+        call(L, COST_DRAWS, _seed(call, request, COST_SEED_OFFSET))
         t_big = time.perf_counter() - t
         per = max((t_big - t_small) / (b * (COST_DRAWS - PILOT_DRAWS)), t_big / (b * COST_DRAWS) / 4, 1e-12)
         cost = (max(0.0, t_small - per * b * PILOT_DRAWS), per)
@@ -80,7 +89,8 @@ def pilot(request: CheckRequest) -> tuple[list[Property], tuple[float, float]]:
 
 @dataclass
 class Draws:
-    """What the draws calls returned: per-row counts, the first call whole, the other streams' row."""
+    """What the draws calls returned: per-row counts, the first call whole, the other streams' row (the bit
+    calls' streams, one per seed bit of the plan)."""
 
     counts: list[Counts]
     first: np.ndarray
@@ -88,18 +98,19 @@ class Draws:
     calls_stream: np.ndarray | None
     rows_pair: tuple[np.ndarray, np.ndarray] | None
     calls: int
+    bit_streams: list[np.ndarray] | None = None
 
 
 def draw(request: CheckRequest, plan: Plan) -> Draws:
     """Make the plan's calls: ``plan.calls`` draws calls of ``plan.columns`` counted per row, and the calls and
     rows calls' streams of ``plan.stream`` draws where their tests run."""
-    call, L, seed, stream = request.call, request.logits, request.seed, plan.stream
+    call, L, stream = request.call, request.logits, plan.stream
     v = int(L.shape[1])
     counts: list[Counts] = []
     first = second = None
     sr = plan.stream_row
     for k in range(plan.calls):
-        x = call(L, plan.columns, _seed(call, seed + k))
+        x = call(L, plan.columns, _seed(call, request, k))
         per_row = [count_samples(x[b], v) for b in range(x.shape[0])]
         counts = per_row if not counts else [c + d for c, d in zip(counts, per_row)]
         if k == 0:
@@ -110,12 +121,13 @@ def draw(request: CheckRequest, plan: Plan) -> Draws:
     calls_stream = rows_pair = None
     if sr is not None and "calls" in plan.tests:
         if call.seeded:
-            calls_stream = call(L, stream, seed + CALLS_SEED_OFFSET)[sr]
+            calls_stream = call(L, stream, _seed(call, request, CALLS_SEED_OFFSET))[sr]
             made += 1
         else:
             calls_stream = second
     if plan.row_pairs == ((0, 0),):
-        y = call(torch.cat([L, L]), stream, _seed(call, seed + ROWS_SEED_OFFSET))
+        y = call(torch.cat([L, L]), stream, _seed(call, request, ROWS_SEED_OFFSET))
         rows_pair = (y[0], y[1])
         made += 1
-    return Draws(counts, first, second, calls_stream, rows_pair, made)
+    bit_streams = [call(L, plan.bit_stream, flipped_seed(request.seed, j))[sr] for j in plan.bits]
+    return Draws(counts, first, second, calls_stream, rows_pair, made + len(bit_streams), bit_streams)

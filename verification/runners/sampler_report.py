@@ -123,6 +123,15 @@ class SamplerReport:
     seconds : float
     plan : str
         One line on how the sizes were chosen.
+    seed_bits : int
+        The seeds passed lay in ``[0, 2**seed_bits)``.
+    tv_upper_bound : float or None
+        An upper confidence bound, at the family-wise ``alpha``, on the total variation the check rules out
+        (of a two-sample check: between the two laws, every row at once); ``None`` where none was computed.
+    tv_upper_bounds : list of float or None
+        The bound per row (each at ``alpha / B``, so that all hold together).
+    certificate : str
+        How the bound was made.
     """
 
     passed: bool
@@ -143,6 +152,10 @@ class SamplerReport:
     seed: int
     seconds: float
     plan: str
+    seed_bits: int = 31
+    tv_upper_bound: float | None = None
+    tv_upper_bounds: list[float] | None = None
+    certificate: str = ""
 
     @property
     def level(self) -> float:
@@ -178,6 +191,10 @@ class SamplerReport:
             "stream": self.stream,
             "calls": self.calls,
             "seed": self.seed,
+            "seed_bits": self.seed_bits,
+            "tv_upper_bound": self.tv_upper_bound,
+            "tv_upper_bounds": self.tv_upper_bounds,
+            "certificate": self.certificate,
             "seconds": self.seconds,
             "plan": self.plan,
             "tests": [t.as_dict() for t in self.tests],
@@ -202,6 +219,11 @@ class SamplerReport:
             f"{len(self.tests)} tests pass at family-wise alpha={fmt(self.alpha)} (Holm); sampler={self.sampler}, "
             f"target={self.target}, n={self.n} per row, {self.seconds:.1f} s)"
         ]
+        if self.tv_upper_bound is not None:
+            lines.append(
+                f"  certified: total variation <= {fmt(self.tv_upper_bound)} at confidence "
+                f"1 - {fmt(self.alpha)} (per row {', '.join(fmt(b) for b in self.tv_upper_bounds or [])})"
+            )
         for t in self.tests:
             lines.append(
                 f"  {'pass' if t.passed else 'FAIL':4}  {t.name:26}  n={t.n:<10d} stat={fmt(t.statistic):>9}  "
@@ -246,4 +268,5 @@ def sampler_report(request: CheckRequest, family: Family, names: Sequence[str], 
         seed=request.seed,
         seconds=seconds,
         plan=how,
+        seed_bits=request.seed_bits,
     )

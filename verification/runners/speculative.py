@@ -43,11 +43,11 @@ import torch
 from flashsampling.targets import draw_draft_tokens, speculative_chain_law
 
 from ..battery.aims import SpeculativeTarget
-from ..battery.protocol import SamplerCall, read_tokens
+from ..battery.protocol import SamplerCall, SamplerError, read_tokens
 from ..planning.check import COST_DRAWS, PILOT_DRAWS, test_title
 from ..planning.request import CheckRequest
 from ..planning.speculative import plan_speculative
-from ..planning.streams import CALLS_SEED_OFFSET, COST_SEED_OFFSET, PILOT_SEED_OFFSET, ROWS_SEED_OFFSET
+from ..planning.streams import CALLS_SEED_OFFSET, COST_SEED_OFFSET, PILOT_SEED_OFFSET, ROWS_SEED_OFFSET, call_seed
 from ..planning.suite import TEST_TITLES
 from ..stats.categories import category_test
 from ..stats.counts import Counts
@@ -66,12 +66,15 @@ DRAFT_KEY = 0xD2AF7
 
 def _spec_call(call: SamplerCall, x: torch.Tensor, q: torch.Tensor, p: torch.Tensor, seed: int | None) -> np.ndarray:
     args = (x.clone(), q.clone(), p.clone())
-    if not call.seeded:
-        out = call.fn(*args)
-    elif call.seed_by_keyword:
-        out = call.fn(*args, seed=seed)
-    else:
-        out = call.fn(*args, seed)
+    try:
+        if not call.seeded:
+            out = call.fn(*args)
+        elif call.seed_by_keyword:
+            out = call.fn(*args, seed=seed)
+        else:
+            out = call.fn(*args, seed)
+    except SystemExit as e:  # a sampler never ends the checker's process
+        raise SamplerError(f"sampler {call.name} called sys.exit({e.code!r}) during a call, seed={seed}") from e
     b, n, k = x.shape
     return read_tokens(out, (b, n, k + 1), call.name)
 
@@ -124,10 +127,11 @@ def check_speculative(request: CheckRequest, *, started: float) -> SamplerReport
     """:func:`verification.check_sampler` for a :class:`~verification.battery.aims.SpeculativeTarget` (see the
     module docstring), from its checked ``request``; ``started`` is the ``time.perf_counter()`` of the call."""
     call, goal, p, seed, power = request.call, request.aim, request.probs, request.seed, request.power
+    bits = request.seed_bits
     b, k, v = goal.draft_probs.shape
     law = speculative_chain_law(p, goal.draft_probs)
     session = _Session(call, goal, p)
-    props, cost = _pilot(session, seed, request.budget_s is not None)
+    props, cost = _pilot(session, seed, bits, request.budget_s is not None)
     outcome_law = law.outcome.reshape(b, k, 2 * v)
     plan = plan_speculative(request, law, cost, time.perf_counter() - started)
     names, columns, calls, stream, n = plan.tests, plan.columns, plan.calls, plan.stream, plan.n
@@ -138,7 +142,7 @@ def check_speculative(request: CheckRequest, *, started: float) -> SamplerReport
     bad = np.zeros(b, dtype=np.int64)
     first = second = None
     for c in range(calls):
-        tokens, drafts = session(columns, seed + c)
+        tokens, drafts = session(columns, call_seed(seed, c, bits))
         wrong, lead, outcome = _decode(tokens, drafts, v)
         for r in range(b):
             bad[r] += int(wrong[r].sum())
@@ -177,13 +181,13 @@ def check_speculative(request: CheckRequest, *, started: float) -> SamplerReport
         if "rows 0-1" in names:
             family.add("rows 0-1", lag_scan_test(x0, first[1], num_categories=2 * v, alpha=a, power=power))
         else:
-            tok, dr = session(stream, seed + ROWS_SEED_OFFSET, rows=[0, 0])
+            tok, dr = session(stream, call_seed(seed, ROWS_SEED_OFFSET, bits), rows=[0, 0])
             o = _decode(tok, dr, v)[2][:, :, 0]
             family.add("rows 0-0'", lag_scan_test(o[0], o[1], num_categories=2 * v, alpha=a, power=power))
         if "seeds" in names:
             family.add("seeds", lag_scan_test(x0, second, num_categories=2 * v, alpha=a, power=power))
         if call.seeded:
-            tok, dr = session(stream, seed + CALLS_SEED_OFFSET)
+            tok, dr = session(stream, call_seed(seed, CALLS_SEED_OFFSET, bits))
             y = _decode(tok, dr, v)[2][0, :, 0]
         else:
             y = second
@@ -207,8 +211,8 @@ def _title(name: str) -> str:
     return test_title(name)
 
 
-def _pilot(session: _Session, seed: int, budgeted: bool) -> tuple[list[Property], tuple[float, float]]:
-    s = seed + PILOT_SEED_OFFSET
+def _pilot(session: _Session, seed: int, bits: int, budgeted: bool) -> tuple[list[Property], tuple[float, float]]:
+    s = call_seed(seed, PILOT_SEED_OFFSET, bits)
     b = int(session.q32.shape[0])
     first, _ = session(PILOT_DRAWS, s)
     t = time.perf_counter()
@@ -222,7 +226,7 @@ def _pilot(session: _Session, seed: int, budgeted: bool) -> tuple[list[Property]
     cost = (0.0, 0.0)
     if budgeted:
         t = time.perf_counter()
-        session(COST_DRAWS, seed + COST_SEED_OFFSET)
+        session(COST_DRAWS, call_seed(seed, COST_SEED_OFFSET, bits))
         t_big = time.perf_counter() - t
         per = max((t_big - t_small) / (b * (COST_DRAWS - PILOT_DRAWS)), t_big / (b * COST_DRAWS) / 4, 1e-12)
         cost = (max(0.0, t_small - per * b * PILOT_DRAWS), per)

@@ -22,7 +22,8 @@ from ._validate import check_int, check_samples, to_numpy
 #: Draws counted per ``np.bincount`` call in :func:`count_samples`; bounds the temporary int64 copy
 #: (8 bytes a draw) made for narrower integer dtypes to 128 MiB.
 COUNT_CHUNK = 1 << 24
-#: Largest count a histogram entry may hold (int64 sums of counts must not overflow).
+#: Largest number of draws a :class:`Counts` may hold, in one entry or in total: the int64 sums of counts that
+#: every test forms (``n``, bin totals, two samples' columns) then never overflow.
 _MAX_COUNT = 1 << 62
 
 
@@ -42,7 +43,8 @@ class Counts:
     TypeError
         ``histogram`` is not numeric (or is boolean); ``out_of_range`` is not an integer.
     ValueError
-        ``histogram`` is not 1-D, is empty, or holds a negative or non-integer count; ``out_of_range < 0``.
+        ``histogram`` is not 1-D, is empty, or holds a negative or non-integer count; ``out_of_range < 0``;
+        more than ``2**62`` draws in all (int64 sums of counts would overflow).
     """
 
     histogram: np.ndarray
@@ -56,15 +58,23 @@ class Counts:
             raise TypeError(f"histogram must hold integer counts, got dtype={h.dtype}")
         if h.ndim != 1 or h.size == 0:
             raise ValueError(f"histogram must be 1-D with one count per category, got shape={h.shape}")
-        if np.issubdtype(h.dtype, np.floating):
-            if not (np.isfinite(h).all() and (h == np.floor(h)).all()):
-                raise ValueError("histogram must hold whole counts, got a non-integer entry")
-            if (h > _MAX_COUNT).any():
-                raise ValueError(f"histogram must hold counts below 2**62, got max={float(h.max())!r}")
+        if np.issubdtype(h.dtype, np.floating) and not (np.isfinite(h).all() and (h == np.floor(h)).all()):
+            raise ValueError("histogram must hold whole counts, got a non-integer entry")
         if (h < 0).any():
-            raise ValueError(f"histogram must hold counts >= 0, got min={int(h.min())}")
-        object.__setattr__(self, "histogram", h.astype(np.int64, copy=False))
-        object.__setattr__(self, "out_of_range", check_int(self.out_of_range, "out_of_range", minimum=0))
+            raise ValueError(f"histogram must hold counts >= 0, got min={h.min()!r}")
+        if (h > _MAX_COUNT).any():
+            raise ValueError(f"histogram must hold counts of at most 2**62, got max={h.max()!r}")
+        out_of_range = check_int(self.out_of_range, "out_of_range", minimum=0)
+        # Every entry is <= 2**62 < 2**63 here, so the cast is exact.  The total is summed in float64 first
+        # (an int64 sum could wrap), exactly in Python integers only near the limit.
+        h = h.astype(np.int64, copy=False)
+        if float(h.sum(dtype=np.float64)) + out_of_range > _MAX_COUNT / 2:
+            total = sum(int(c) for c in h[h > 0]) + out_of_range
+            if total > _MAX_COUNT:
+                raise ValueError(f"Counts must hold at most 2**62 draws in all (int64 sums overflow beyond), got "
+                                 f"{total:.4g}")  # fmt: skip
+        object.__setattr__(self, "histogram", h)
+        object.__setattr__(self, "out_of_range", out_of_range)
 
     @property
     def num_categories(self) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from scipy import stats
 
 from ._validate import check_int, check_law, check_positive_real, check_rates
@@ -417,7 +418,15 @@ def min_detectable_gof_tv(n: int, probs, *, alpha: float = 1e-6, power: float = 
     n = check_int(n, "n")
     p, alpha, power = check_law(probs, alpha, power)
     min_expected = check_positive_real(min_expected, "min_expected")
+    _check_two_categories(p)
     return detectable(gof_detectable_tv(n, p, alpha, power, min_expected), f"n={n}", "the chi-square test")
+
+
+def _check_two_categories(p: np.ndarray) -> None:
+    """``ValueError`` for a law of one category: the chi-square has no degree of freedom at any ``n``."""
+    if np.count_nonzero(p) < 2:
+        raise ValueError("probs puts all its mass on one category: the chi-square test has no degree of freedom, so "
+                         "no number of draws detects a deviation (test such a law with support_test)")  # fmt: skip
 
 
 def required_gof_samples(tv: float, probs, *, alpha: float = 1e-6, power: float = 0.99,
@@ -460,4 +469,5 @@ def required_gof_samples(tv: float, probs, *, alpha: float = 1e-6, power: float 
     p, alpha, power = check_law(probs, alpha, power)
     min_expected = check_positive_real(min_expected, "min_expected")
     tv = check_deviation(tv, "tv", alpha=alpha, power=power)
+    _check_two_categories(p)
     return smallest_n(lambda n: gof_detectable_tv(n, p, alpha, power, min_expected) <= tv, what=f"tv={tv!r}")

@@ -12,6 +12,7 @@ its exact null law (Simard and L'Ecuyer 2011).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
@@ -117,7 +118,8 @@ def gumbel_max_test(
     Raises
     ------
     TypeError, ValueError
-        Neither or both of ``logits`` and ``loc``; NaN maxima; bad arguments.
+        Neither or both of ``logits`` and ``loc``; NaN maxima; logits with NaN or ``+inf`` or none finite; a
+        ``loc`` that is not finite; bad arguments.
 
     Notes
     -----
@@ -156,7 +158,11 @@ def gumbel_max_test(
         z = to_numpy(logits, "logits").astype(np.float64)
         if z.ndim != 1:
             raise ValueError(f"logits must be 1-D, got shape={z.shape}")
+        if np.isnan(z).any() or np.isposinf(z).any() or not np.isfinite(z).any():
+            raise ValueError("logits must hold no NaN or +inf and at least one finite value")
         loc = float(special.logsumexp(z / t))
+    if isinstance(loc, bool) or not isinstance(loc, numbers.Real) or not math.isfinite(loc):
+        raise ValueError(f"loc must be finite (the location logsumexp(z / T)), got loc={loc!r}")
     loc = float(loc)
     n = int(m.size)
     res = stats.kstest(m, "gumbel_r", args=(loc, 1.0))

@@ -32,7 +32,16 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats
 
-from ._validate import check_alpha, check_int, check_positive_real, check_power, check_probs, check_rates, check_samples
+from ._validate import (
+    check_alpha,
+    check_int,
+    check_positive_real,
+    check_power,
+    check_probs,
+    check_rates,
+    check_samples,
+    to_numpy,
+)
 from .binning import DEFAULT_MIN_EXPECTED, equal_mass_buckets, pool_small_bins
 from .power import check_deviation, chi2_min_detectable_tv, detectable, smallest_n
 from .results import StatResult
@@ -47,7 +56,12 @@ __all__ = [
     "min_detectable_lag_scan_tv",
     "required_independence_samples",
     "required_lag_scan_samples",
+    "scan_detectable_tv",
     "serial_independence_test",
+    "StreamsScanResult",
+    "streams_scan_test",
+    "min_detectable_streams_scan_tv",
+    "required_streams_scan_samples",
     "table_shape",
 ]
 
@@ -316,6 +330,26 @@ def _pairs_at(x: np.ndarray, y: np.ndarray | None, lag: int) -> tuple[np.ndarray
     return x[:m], y[-lag : -lag + m]
 
 
+def check_lags(lags, serial: bool) -> np.ndarray:
+    """``lags`` as a sorted int64 array of distinct lags (``>= 1`` within one stream); ``ValueError`` otherwise."""
+    arr = to_numpy(lags, "lags")
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer) or arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"lags must be a non-empty 1-D array of integers, got {lags!r}")
+    out = np.unique(arr.astype(np.int64))
+    if out.size != arr.size:
+        raise ValueError("lags must be distinct")
+    if serial and out[0] < 1:
+        raise ValueError(f"lags within one stream must be >= 1, got {int(out[0])}")
+    return out
+
+
+def _pairs_in(nx: int, ny: int | None, lag: int) -> int:
+    """Pairs :func:`_pairs_at` forms at ``lag`` from streams of ``nx`` and ``ny`` draws (``ny`` None: one)."""
+    if ny is None:
+        return _pair_count(nx, lag, True)
+    return max(0, min(nx - lag, ny) if lag >= 0 else min(nx, ny + lag))
+
+
 def _pair_count(n: int, lag: int, serial: bool) -> int:
     """Pairs at ``lag`` in streams of ``n`` draws (the size of :func:`_serial_index` for one stream)."""
     if not serial:
@@ -330,6 +364,7 @@ def lag_scan_test(
     *,
     num_categories: int,
     max_lag: int = DEFAULT_MAX_LAG,
+    lags=None,
     alpha: float = 1e-6,
     power: float = 0.99,
 ) -> LagScanResult:
@@ -359,6 +394,10 @@ def lag_scan_test(
         V.
     max_lag : int >= 1 (two streams: >= 0)
         ``K``.
+    lags : array_like of int, optional
+        The lags to scan instead of ``1..K`` (``-K..K``): distinct, ``>= 1`` within one stream (e.g. ``1..8``
+        and the powers of two up to half the stream, :func:`verification.planning.streams.serial_lags`), each
+        leaving at least two pairs; ``L`` is their number.
     alpha, power : float
 
     Returns
@@ -401,9 +440,15 @@ def lag_scan_test(
     xs = check_samples(x, "x").astype(np.int64, copy=False)
     ys = None if serial else check_samples(y, "y").astype(np.int64, copy=False)
     shortest = xs.size if serial else min(xs.size, ys.size)
-    if shortest < 2 * k + 2:
-        raise ValueError(f"streams too short for max_lag={k}: need at least {2 * k + 2} draws, got {shortest}")
-    lags = _scan_lags(k, serial)
+    if lags is None:
+        if shortest < 2 * k + 2:
+            raise ValueError(f"streams too short for max_lag={k}: need at least {2 * k + 2} draws, got {shortest}")
+        lags = _scan_lags(k, serial)
+    else:
+        lags = check_lags(lags, serial)
+        few = [int(lag) for lag in lags if _pairs_in(xs.size, None if serial else ys.size, int(lag)) < 2]
+        if few:
+            raise ValueError(f"streams too short for lags {few}: each lag needs two pairs or more")
     a = alpha / lags.size
     results = [independence_test(*_pairs_at(xs, ys, int(lag)), v, alpha=a, power=power) for lag in lags]
     pv = np.array([r.pvalue for r in results])
@@ -424,6 +469,158 @@ def lag_scan_test(
         serial=serial,
         impossible=int(max(r.impossible for r in results)),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Many streams against one: the seed-bit scan
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class StreamsScanResult(StatResult):
+    """Result of :func:`streams_scan_test`; ``statistic`` is the chi-square statistic of the worst stream at its
+    worst shift and ``pvalue`` ``min(1, S min_s p_s)``, ``p_s`` stream ``s``'s lag-scan p-value (itself
+    ``min(1, L min_l p_sl)``): Bonferroni over the ``S L`` pairings.
+
+    Extra attributes: ``labels`` (the paired streams' names), ``pvalues`` (per stream, each its scan's
+    p-value), ``worst_stream`` (the label of the smallest), ``worst_lag`` (its worst shift), ``num_lags``
+    (``L``), ``impossible`` (pairs with a draw outside ``[0, V)``).  ``n`` is the pairs at the shift with the
+    most, over the streams.
+    """
+
+    labels: tuple[str, ...]
+    pvalues: np.ndarray
+    worst_stream: str
+    worst_lag: int
+    num_lags: int
+    impossible: int
+    _show: ClassVar[tuple[str, ...]] = ("worst_stream", "worst_lag", "num_streams", "num_lags", "impossible")
+    _detect_name: ClassVar[str] = "min_detectable_tv"
+
+    @property
+    def num_streams(self) -> int:
+        """``S``, the streams paired with ``x``."""
+        return len(self.labels)
+
+
+def streams_scan_test(
+    x,
+    streams,
+    *,
+    num_categories: int,
+    labels=None,
+    max_lag: int = DEFAULT_MAX_LAG,
+    alpha: float = 1e-6,
+    power: float = 0.99,
+) -> StreamsScanResult:
+    """Independence of one stream from each of several others, at every shift ``-K..K``: the lag scan of
+    :func:`lag_scan_test` between ``x`` and each ``streams[s]``, Bonferroni over the streams and the shifts.
+
+    Fails if any stream's scan rejects at ``alpha / S`` (p-value ``min(1, S min_s p_s)``), or any draw is
+    outside ``[0, V)``.  Made for the seed-bit scan of :func:`verification.check_sampler`: ``x`` the draws of
+    seed ``s``, ``streams[j]`` those of ``s xor 2**j``; a seed truncated or hashed so that two seeds collide
+    gives two equal streams, at total variation ``1 - sum p_i**2`` from independence.
+
+    Guarantee: (a) streams of iid draws independent of ``x`` fail with probability at most ``alpha``
+    (Bonferroni holds under any dependence between the ``S L`` statistics); (b) if the pairs of ``x`` and
+    some stream at some shift have a joint law at total variation ``>= result.min_detectable`` from
+    independence (over the test's rank classes), the test passes with probability at most ``1 - power``.
+    ``min_detectable`` scales as ``1 / sqrt(n)`` and grows like ``sqrt(log(S L))``.
+
+    Parameters
+    ----------
+    x : array_like of int, shape (n,)
+    streams : sequence of array_like of int
+        The ``S >= 1`` streams paired with ``x``.
+    num_categories : int
+    labels : sequence of str, optional
+        A name per stream (default ``"0"``, ``"1"``, ...).
+    max_lag : int >= 0
+    alpha, power : float
+
+    Returns
+    -------
+    StreamsScanResult
+
+    Notes
+    -----
+    Planning twins: :func:`min_detectable_streams_scan_tv`, :func:`required_streams_scan_samples`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.integers(0, 20, 2000)
+    >>> others = [rng.integers(0, 20, 2000), x.copy(), rng.integers(0, 20, 2000)]
+    >>> r = streams_scan_test(x, others, num_categories=20, labels=["bit 16", "bit 17", "bit 18"])
+    >>> r.passed, r.worst_stream, r.worst_lag
+    (False, 'bit 17', 0)
+    """
+    v = check_int(num_categories, "num_categories")
+    alpha, power = check_rates(alpha, power)
+    k = check_int(max_lag, "max_lag", minimum=0)
+    ys = list(streams)
+    if not ys:
+        raise ValueError("streams must hold at least one stream")
+    names = tuple(str(i) for i in range(len(ys))) if labels is None else tuple(str(s) for s in labels)
+    if len(names) != len(ys):
+        raise ValueError(f"labels must name each of the {len(ys)} streams, got {len(names)}")
+    a = alpha / len(ys)
+    scans = [lag_scan_test(x, y, num_categories=v, max_lag=k, alpha=a, power=power) for y in ys]
+    pv = np.array([r.pvalue for r in scans])
+    worst = int(np.argmin(pv))
+    return StreamsScanResult(
+        test="lag scan (many streams)",
+        statistic=float(scans[worst].statistic),
+        pvalue=float(min(1.0, len(ys) * pv[worst])),
+        n=int(max(r.n for r in scans)),
+        alpha=alpha,
+        power=power,
+        min_detectable=float(max(r.min_detectable for r in scans)),
+        deviation="total variation from independence (worst stream and shift)",
+        labels=names,
+        pvalues=pv,
+        worst_stream=names[worst],
+        worst_lag=scans[worst].worst_lag,
+        num_lags=scans[worst].num_lags,
+        impossible=int(max(r.impossible for r in scans)),
+    )
+
+
+def min_detectable_streams_scan_tv(
+    n: int,
+    probs_x,
+    probs_y=None,
+    *,
+    num_streams: int,
+    max_lag: int = DEFAULT_MAX_LAG,
+    alpha: float = 1e-6,
+    power: float = 0.99,
+) -> float:
+    """Smallest total variation from independence, at the worst stream and shift, that
+    :func:`streams_scan_test` detects on streams of ``n`` draws from ``probs_x`` and ``probs_y``: each
+    stream's scan at level ``alpha / S`` (:func:`min_detectable_lag_scan_tv`)."""
+    n = check_int(n, "n")
+    s = check_int(num_streams, "num_streams")
+    px, py, lags, alpha, power = _scan_arguments(probs_x, probs_y, False, max_lag, None, alpha, power)
+    return detectable(scan_detectable_tv(n, px, py, lags, False, alpha / s, power), f"n={n}", "the streams scan")
+
+
+def required_streams_scan_samples(
+    tv: float,
+    probs_x,
+    probs_y=None,
+    *,
+    num_streams: int,
+    max_lag: int = DEFAULT_MAX_LAG,
+    alpha: float = 1e-6,
+    power: float = 0.99,
+) -> int:
+    """Draws per stream for :func:`streams_scan_test` to detect a total variation ``tv`` from independence at
+    any stream and shift with ``power``; satisfies ``min_detectable_streams_scan_tv(n, ...) <= tv``."""
+    s = check_int(num_streams, "num_streams")
+    return required_lag_scan_samples(tv, probs_x, probs_y, max_lag=max_lag, alpha=check_alpha(alpha) / s,
+                                     power=power)  # fmt: skip
 
 
 def _class_masses(probs: np.ndarray, buckets: int) -> np.ndarray:
@@ -454,9 +651,10 @@ def table_shape(probs_x, probs_y, n: int, *, min_expected: float = DEFAULT_MIN_E
     return r, c
 
 
-def _scan_detectable(n: int, px: np.ndarray, py: np.ndarray | None, k: int, serial: bool, alpha: float,
-                     power: float) -> float:  # fmt: skip
-    lags = _scan_lags(k, serial)
+def scan_detectable_tv(n: int, px: np.ndarray, py: np.ndarray | None, lags: np.ndarray, serial: bool, alpha: float,
+                       power: float) -> float:  # fmt: skip
+    """Unchecked core of :func:`min_detectable_lag_scan_tv` for the scan of ``lags`` (the planners' twin): the
+    total variation from independence, at the worst lag, detected on streams of ``n`` draws; ``inf`` when none."""
     counts = [_pair_count(n, int(lag), serial) for lag in lags]
     fewest, most = min(counts), max(counts)
     if fewest < 1:
@@ -468,13 +666,14 @@ def _scan_detectable(n: int, px: np.ndarray, py: np.ndarray | None, k: int, seri
     return worst if worst <= 1.0 else math.inf
 
 
-def _scan_arguments(probs_x, probs_y, serial: bool, max_lag, alpha, power):
-    """The lag-scan planners' checked arguments ``(px, py, K, alpha, power)``."""
+def _scan_arguments(probs_x, probs_y, serial: bool, max_lag, lags, alpha, power):
+    """The lag-scan planners' checked arguments ``(px, py, lags, alpha, power)``."""
     px = check_probs(probs_x, "probs_x")
     py = None if probs_y is None else check_probs(probs_y, "probs_y")
     k = check_int(max_lag, "max_lag", minimum=1 if serial else 0)
+    lags = _scan_lags(k, serial) if lags is None else check_lags(lags, serial)
     alpha = check_alpha(alpha)
-    return px, py, k, alpha, check_power(power, alpha)
+    return px, py, lags, alpha, check_power(power, alpha)
 
 
 def min_detectable_lag_scan_tv(
@@ -484,16 +683,18 @@ def min_detectable_lag_scan_tv(
     *,
     serial: bool = False,
     max_lag: int = DEFAULT_MAX_LAG,
+    lags=None,
     alpha: float = 1e-6,
     power: float = 0.99,
 ) -> float:
     """Smallest total variation from independence, at the worst shift, that :func:`lag_scan_test` detects
     on two streams of ``n`` draws from ``probs_x`` and ``probs_y`` (or one stream of ``n`` draws from
     ``probs_x`` with ``serial=True``), each lag at level ``alpha / L``, at the table
-    :func:`table_shape` gives for that lag's pairs.  ``ValueError`` when ``n`` is too small for any."""
+    :func:`table_shape` gives for that lag's pairs.  ``lags`` as :func:`lag_scan_test`'s.  ``ValueError``
+    when ``n`` is too small for any."""
     n = check_int(n, "n")
-    px, py, k, alpha, power = _scan_arguments(probs_x, probs_y, serial, max_lag, alpha, power)
-    return detectable(_scan_detectable(n, px, py, k, serial, alpha, power), f"n={n}", "the lag scan")
+    px, py, lags, alpha, power = _scan_arguments(probs_x, probs_y, serial, max_lag, lags, alpha, power)
+    return detectable(scan_detectable_tv(n, px, py, lags, serial, alpha, power), f"n={n}", "the lag scan")
 
 
 def required_lag_scan_samples(
@@ -503,12 +704,14 @@ def required_lag_scan_samples(
     *,
     serial: bool = False,
     max_lag: int = DEFAULT_MAX_LAG,
+    lags=None,
     alpha: float = 1e-6,
     power: float = 0.99,
 ) -> int:
     """Draws per stream for :func:`lag_scan_test` to detect a total variation ``tv`` from independence at
     any scanned shift with ``power``; satisfies ``min_detectable_lag_scan_tv(n, ...) <= tv``."""
-    px, py, k, alpha, power = _scan_arguments(probs_x, probs_y, serial, max_lag, alpha, power)
+    px, py, lags, alpha, power = _scan_arguments(probs_x, probs_y, serial, max_lag, lags, alpha, power)
     tv = check_deviation(tv, "tv", alpha=alpha, power=power)
-    return smallest_n(lambda n: _scan_detectable(n, px, py, k, serial, alpha, power) <= tv, start=2 * k + 2,
+    start = 2 * int(np.abs(lags).max()) + 2
+    return smallest_n(lambda n: scan_detectable_tv(n, px, py, lags, serial, alpha, power) <= tv, start=start,
                       what=f"tv={tv!r}")  # fmt: skip
