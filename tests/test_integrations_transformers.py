@@ -364,7 +364,7 @@ def _without_head_weight():
 
 def _wide_head():
     model = tiny_model("llama")
-    model.lm_head = torch.nn.Linear(72, 256, bias=False)
+    model.lm_head = torch.nn.Linear(72, 256, bias=False, device=DEVICE)
     return model
 
 
@@ -426,7 +426,7 @@ _BAD_MODELS = {
             transformers.BertConfig(
                 vocab_size=256, hidden_size=64, num_hidden_layers=1, num_attention_heads=4, intermediate_size=128
             )
-        ),
+        ).to(DEVICE),
         ValueError,
         "not a causal language model",
     ),

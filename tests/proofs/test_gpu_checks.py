@@ -7,9 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import flashsampling
 import flashsampling.noise as noise
 from proofs import check_end_to_end as e2e
 from proofs import gpu_checks as chk
+
+#: Checks that run the kernels on CPU tensors through the interpreter (bit for bit with the twins); on a GPU host
+#: the kernels run compiled and refuse CPU tensors: the compiled kernels' checks are ``proofs/gpu_checks.py``.
+interpreted_only = pytest.mark.skipif(
+    not flashsampling.INTERPRET, reason="CPU tensors through the interpreted kernels (GPU: proofs/gpu_checks.py)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -17,6 +24,7 @@ def cpu_run():
     return chk.run(cpu=True)
 
 
+@interpreted_only
 def test_the_cpu_slices_pass(cpu_run):
     v = chk.verdicts(cpu_run)
     assert all(v.values()), v
@@ -24,6 +32,7 @@ def test_the_cpu_slices_pass(cpu_run):
     assert cpu_run["accumulation"] and cpu_run["environment"]["interpreted"]
 
 
+@interpreted_only
 def test_a_noise_off_the_twin_is_caught(monkeypatch):
     """The interpreted noise is compared with the twin's bit for bit: a twin computed otherwise differs."""
 

@@ -16,6 +16,7 @@ import inspect
 import numpy as np
 import pytest
 
+import flashsampling
 import flashsampling.noise as noise
 from proofs import check_argmax_decomposition as argmax_chk
 from proofs import check_float32_noise as noise_chk
@@ -24,6 +25,13 @@ from proofs import check_gumbel_max as gumbel_chk
 from proofs import check_max_stability as stability_chk
 from proofs import check_second_level as second_chk
 from proofs import check_tile_inverse_cdf as tile_chk
+
+#: Checks that run the kernels on CPU tensors through the interpreter (bit for bit with the twins); on a GPU host
+#: the kernels run compiled and refuse CPU tensors: the compiled kernels' checks are ``proofs/gpu_checks.py``.
+interpreted_only = pytest.mark.skipif(
+    not flashsampling.INTERPRET, reason="CPU tensors through the interpreted kernels (GPU: proofs/gpu_checks.py)"
+)
+
 
 # ----------------------------------------------------------------------------------------------
 # Planted defects in the shipped code
@@ -96,6 +104,7 @@ def test_a_kernel_noise_off_the_twin_is_caught(monkeypatch):
     )
 
 
+@interpreted_only
 def test_a_float32_group_noise_is_caught():
     """check_second_level (the twins against 40 digits, and near-ties), check_factorization and
     check_tensor_parallel (the near-ties of the draws they run) with the group noise computed in float32."""
@@ -109,6 +118,7 @@ def test_a_float32_group_noise_is_caught():
     assert check_tensor_parallel.group_noise_near_ties() == {"shipped": 0, "planted float32 group noise": 23}
 
 
+@interpreted_only
 def test_bf16_tile_log_masses_are_caught(monkeypatch):
     """logmass_example holds the shipped stage 1's log-masses to logmass_tolerance: rounded to bf16 they are not."""
     import torch

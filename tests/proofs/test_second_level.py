@@ -11,8 +11,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+import flashsampling
 import flashsampling.noise as noise
 from proofs import check_second_level as chk
+
+#: Checks that run the kernels on CPU tensors through the interpreter (bit for bit with the twins); on a GPU host
+#: the kernels run compiled and refuse CPU tensors: the compiled kernels' checks are ``proofs/gpu_checks.py``.
+interpreted_only = pytest.mark.skipif(
+    not flashsampling.INTERPRET, reason="CPU tensors through the interpreted kernels (GPU: proofs/gpu_checks.py)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +102,7 @@ def test_kolmogorov_bounds_match_the_committed_results(scan):
     assert 0 < kb["D_E"] < 3e-7 and 0 < kb["D_G"] < 3e-7
 
 
+@interpreted_only
 def test_recorded_results_are_current(scan):
     from proofs import _generated as gen
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+import flashsampling
 from proofs import check_tensor_parallel as chk
+
+#: The ranks and the single-device references run the kernels on CPU tensors through the interpreter; on a GPU host
+#: the kernels run compiled and refuse CPU tensors (the TP tests on CUDA tensors: tests/test_distributed*.py).
+pytestmark = pytest.mark.skipif(not flashsampling.INTERPRET, reason="CPU tensors through the interpreted kernels")
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,17 @@ a fresh run reproduces).  About 15 s (the shipped sampler interpreted on four ro
 
 from __future__ import annotations
 
+import pytest
+
+import flashsampling
 from proofs import _generated as gen
 from proofs import check_truncation as chk
+
+#: Checks that run the kernels on CPU tensors through the interpreter (bit for bit with the twins); on a GPU host
+#: the kernels run compiled and refuse CPU tensors: the compiled kernels' checks are ``proofs/gpu_checks.py``.
+interpreted_only = pytest.mark.skipif(
+    not flashsampling.INTERPRET, reason="CPU tensors through the interpreted kernels (GPU: proofs/gpu_checks.py)"
+)
 
 
 def test_every_filter_keeps_an_upper_set_and_high_index_ties_do_not():
@@ -28,11 +37,13 @@ def test_min_p_margin():
     assert chk.min_p_margin(4000, margin=0.0)["wrong"] > 0
 
 
+@interpreted_only
 def test_shipped_sampler_equals_the_law_and_fails_without_its_fallback():
     assert chk.shipped(4)["mismatches"] == 0
     assert chk.shipped(4, planted=True)["mismatches"] > 0
 
 
+@interpreted_only
 def test_recorded_results_are_current():
     rec = gen.load("truncation")
     assert all(chk.verdicts(rec).values()) and rec["shipped_planted"]["mismatches"] > 0
