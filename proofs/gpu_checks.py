@@ -47,6 +47,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from flashsampling import noise  # noqa: E402
+from flashsampling.grouped import DEVICE_EXP_ULP, DEVICE_LOG_ABS  # noqa: E402
 from proofs.check_float32_noise import G_EDGES, adversarial_keys, random_keys, side_x, split_words  # noqa: E402
 
 NAME = "gpu_h200"
@@ -408,8 +409,8 @@ def run(cpu: bool = False) -> dict:
 
 #: Bounds the figures are held to (machine-dependent figures: checked as bounds).
 MAX_NOISE_ARITH = 4e-6  # below Theorem 9's input range of interest: the twin's largest error is 2.1e-6
-MAX_EXP_ULP = 8.0  # logmass_tolerance allows (n + 12) u beyond the serial sum for n >= 16 columns
-MAX_LOG_ABS = 2.0**-20
+MAX_EXP_ULP = DEVICE_EXP_ULP  # logmass_tolerance's allowance for the device's exp
+MAX_LOG_ABS = DEVICE_LOG_ABS  # and for its log
 
 
 def verdicts(res: dict) -> dict[str, bool]:
