@@ -202,10 +202,15 @@ def render_graph_generate(data: dict) -> dict[str, str]:
         cells[-1] = f"**{cells[-1]}**"
         ratio = [f"{sp[k]:.2f}×" if k in sp else "—" for k in ("vs_graph_unfused", "vs_hf_generate")]
         lines.append(f"| {key} | " + " | ".join(cells + ratio) + " |")
-    missing = sorted({m for r in data["rows"].values() for m, v in r.get("methods", {}).items() if "error" in v})
-    if missing or len(rows) < len(data["rows"]):
-        lines += ["", f"Missing: {', '.join(missing) or 'none'} at some points (their errors are in the file); "
-                  f"{len(data['rows']) - len(rows)} points skipped for time."]  # fmt: skip
+    errors = [
+        (m, str(v["error"])) for r in data["rows"].values() for m, v in r.get("methods", {}).items() if "error" in v
+    ]
+    if errors or len(rows) < len(data["rows"]):
+        out_of_time = sum(e.startswith("skipped") for _, e in errors)
+        methods = ", ".join(sorted({m for m, _ in errors})) or "none"
+        lines += ["", f"Missing: {methods} at {len(errors)} points ({out_of_time} not run: the run's budget was spent; "
+                  f"{len(errors) - out_of_time} failed, their errors are in the file); {len(data['rows']) - len(rows)} "
+                  "points skipped for time."]  # fmt: skip
     vs_unfused = [r["speedup"]["vs_graph_unfused"] for r in rows.values() if "vs_graph_unfused" in r.get("speedup", {})]
     vs_hf = [r["speedup"]["vs_hf_generate"] for r in rows.values() if "vs_hf_generate" in r.get("speedup", {})]
     span = lambda xs: f"{min(xs):.2f}–{max(xs):.2f}×" if xs else "—"  # noqa: E731
