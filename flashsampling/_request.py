@@ -39,7 +39,7 @@ from .kernels.stage1 import launch_fused_stage1, launch_logits_stage1
 from .kernels.stage2 import reduce_tiles
 from .kernels.tiles import TileConfig, logits_tiles, stage1_tiles
 from .noise import split_seed
-from .truncation import Truncation, truncation_rows
+from .truncation_args import Truncation, truncation_rows
 
 #: How the messages name the logits of an LM head and given logits.
 LM_HEAD_LOGITS = "logits hidden @ weight.T"
@@ -70,7 +70,7 @@ class Request:
         How the messages name the logits.
     truncation : Truncation or None
         The checked ``top_k``, ``top_p``, ``min_p`` and ``order`` of ``sample``/``sample_from_logits``
-        (:func:`~flashsampling.truncation.truncation_rows`); ``None``: the plain sampler.
+        (:func:`~flashsampling.truncation_args.truncation_rows`); ``None``: the plain sampler.
     """
 
     num_samples: int
@@ -162,7 +162,7 @@ def lm_head_request(hidden, weight, *, temperature, seed, num_samples, host_chec
                     device_seed: bool = False, top_k=None, top_p=None, min_p=None,
                     order=None) -> tuple[Request, int]:  # fmt: skip
     """Check ``hidden [B, D]`` and ``weight [V, D]`` (``B`` and ``V`` at least 1 and below ``2**31``) and the filters
-    (:func:`~flashsampling.truncation.truncation_rows`), then as :func:`new_request`.  Returns ``(request, V)``."""
+    (:func:`~flashsampling.truncation_args.truncation_rows`), then as :func:`new_request`.  Returns ``(request, V)``."""
     B, V, _, device = check.check_lm_head(hidden, weight)
     check.check_nonempty("weight", V, "V")
     rows = truncation_rows(top_k, top_p, min_p, order, B, V, device)

@@ -42,6 +42,11 @@ def test_no_circle(modules):
     assert arch.circles(modules) == []
 
 
+def test_no_circle_in_the_sampler():
+    """flashsampling/ imports no module in a circle either (``TYPE_CHECKING`` imports included)."""
+    assert arch.circles(arch.read_package(package="flashsampling", layers=())) == []
+
+
 def test_the_architecture_tables_are_the_code():
     assert arch.stale() == [], "run: python scripts/architecture.py --write"
 
