@@ -1,6 +1,6 @@
 """Samplers of the protocol that the acceptance of :func:`verification.check_sampler` is measured on.
 
-Four exact ones, written the way their users write them, and nine with one defect each, as shipped
+Five exact ones, written the way their users write them, and twelve with one defect each, as shipped
 samplers have had them; every one is a plain callable ``sampler(logits, num_samples, seed)``.
 
 ===========================  ======================================================================
@@ -26,6 +26,10 @@ sampler                      what it does
 :func:`antithetic_lag_64`    draw ``j + 64`` uses ``1 - u`` of draw ``j`` (blocks of 128): antithetic at lag 64
 :func:`mirrored_halves`      the second half of a call is the first read backwards (draw ``n - 1 - i`` is draw
                              ``i``)
+:func:`float16_logits`       :func:`inverse_cdf` on the logits rounded to float16 (a half-precision LM head)
+:func:`bfloat16_logits`      :func:`inverse_cdf` on the logits rounded to bfloat16
+:func:`rows_9_apart_share_noise`  row ``b`` and row ``b + 9`` read the same uniforms (noise keyed by ``b mod 9``, a
+                             batch slot reused)
 ===========================  ======================================================================
 """
 
@@ -36,6 +40,8 @@ import torch
 
 __all__ = [
     "antithetic_lag_64",
+    "bfloat16_logits",
+    "float16_logits",
     "flashsampling_twin",
     "fused_kernel",
     "gumbel_float16",
@@ -43,6 +49,7 @@ __all__ = [
     "mirrored_halves",
     "multinomial_float32",
     "numpy_choice",
+    "rows_9_apart_share_noise",
     "seed_mod_2_20",
     "seed_mod_2_32",
     "shared_row_noise",
@@ -193,3 +200,21 @@ def mirrored_halves(logits: torch.Tensor, num_samples: int, seed: int) -> np.nda
         u[num_samples - h :] = u[:h][::-1]
         out.append(_inverse(p, u))
     return np.stack(out)
+
+
+def float16_logits(logits: torch.Tensor, num_samples: int, seed: int) -> np.ndarray:
+    """:func:`inverse_cdf` on ``logits.half()``: the law is ``softmax(fl16(z))``, off by ``|z| 2**-11`` per logit."""
+    return inverse_cdf(logits.half().float(), num_samples, seed)
+
+
+def bfloat16_logits(logits: torch.Tensor, num_samples: int, seed: int) -> np.ndarray:
+    """:func:`inverse_cdf` on ``logits.bfloat16()``: the law is ``softmax(bf16(z))``, off by ``|z| 2**-8`` per logit."""
+    return inverse_cdf(logits.bfloat16().float(), num_samples, seed)
+
+
+def rows_9_apart_share_noise(logits: torch.Tensor, num_samples: int, seed: int) -> np.ndarray:
+    """Inverse CDF whose row ``b`` reads the uniforms of slot ``b mod 9``: rows 9 apart share their noise, each row
+    alone exact (a noise buffer of 9 batch slots reused)."""
+    probs = _probs(logits)
+    slots = np.random.default_rng(seed).random((min(9, len(probs)), num_samples))
+    return np.stack([_inverse(p, slots[b % 9]) for b, p in enumerate(probs)])
