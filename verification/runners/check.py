@@ -25,6 +25,8 @@ from ..stats.independence import lag_scan_test, streams_scan_test
 from ..stats.results import StatResult
 from ..stats.support import support_test
 from ..stats.ties import TieResult, tie_bias_test
+from .certify import certify
+from .diagnosis import diagnose
 from .draws import Draws, draw, pilot
 from .sampler_report import SamplerReport, sampler_report
 from .speculative import check_speculative
@@ -152,9 +154,11 @@ def check_sampler(
     family = Family(alpha=request.alpha, size=len(plan.tests), name=request.call.name)
     draws = draw(request, plan)
     _run_tests(plan, draws, family, request.power)
-    return sampler_report(request, family, plan.tests, test_title, properties=properties, skipped=plan.skipped,
-                          shape=tuple(int(s) for s in request.values.shape), n=plan.n, stream=plan.stream,
-                          calls=draws.calls, seconds=time.perf_counter() - t0, how=plan.how)  # fmt: skip
+    report = sampler_report(request, family, plan.tests, test_title, properties=properties, skipped=plan.skipped,
+                            shape=tuple(int(s) for s in request.values.shape), n=plan.n, stream=plan.stream,
+                            calls=draws.calls, seconds=time.perf_counter() - t0, how=plan.how)  # fmt: skip
+    report.diagnoses = diagnose(report, request, plan, draws.counts)
+    return certify(report, request, plan, draws.counts)
 
 
 def _tie_test(counts: Counts, r: RowPlan, alpha: float, power: float) -> StatResult:
