@@ -51,14 +51,21 @@ _STREAMS = {
 
 
 def diagnose(report: SamplerReport, request: CheckRequest, plan: Plan, counts: list[Counts]) -> list[dict[str, Any]]:
-    """One diagnosis per failing test of ``report`` (module docstring); empty when the check passed."""
-    out = []
+    """One diagnosis per failing test of ``report`` (module docstring), the tests of one row that give the same
+    tokens and mechanism in one entry (``tests`` lists them, ``test`` names them); empty when the check passed."""
+    out: list[dict[str, Any]] = []
     for t in report.failures():
         if t.name.startswith("row ") and ": " in t.name:
             b = int(t.name.split()[1].rstrip(":"))
-            out.append(_row_diagnosis(t.name, t.result, request, plan, b, counts[b]))
+            d = _row_diagnosis(t.name, t.result, request, plan, b, counts[b])
         else:
-            out.append(_stream_diagnosis(t.name, t.result))
+            d = _stream_diagnosis(t.name, t.result)
+        same = [e for e in out if (e["row"], e["tokens"], e["mechanism"]) == (d["row"], d["tokens"], d["mechanism"])]
+        if same:  # the row's distribution tests read the same draws: one entry names them all
+            same[0]["tests"].append(d["test"])
+            same[0]["test"] = f"{same[0]['test']}, {d['test'].split(': ', 1)[-1]}"
+        else:
+            out.append({**d, "tests": [d["test"]]})
     return out
 
 
