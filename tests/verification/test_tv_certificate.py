@@ -107,7 +107,7 @@ def test_exact_report_states_the_certificate_everywhere():
     doc = json.loads(r.to_json())
     assert doc["tv_upper_bound"] == r.tv_upper_bound and doc["tail_bounds"] and doc["certificate"]
     for text in (r.to_markdown(), repr(r)):
-        assert f"total variation to the target <= {r.tv_upper_bound:.3g}" in text
+        assert f"total variation <= {r.tv_upper_bound:.3g} from the target" in text
         assert "tail ruled out" in text and "Diagnosis" not in text and "diagnosis" not in text
 
 

@@ -266,7 +266,7 @@ def certificate_lines(doc: dict[str, Any], *, markdown: bool = False) -> list[st
         return []
     bold = (lambda x: f"**{x}**") if markdown else (lambda x: x)
     rows = ", ".join(f"{b:.3g}" for b in doc.get("tv_upper_bounds") or [])
-    out = [f"{bold('certified')}: total variation to the target <= {doc['tv_upper_bound']:.3g} at confidence "
+    out = [f"{bold('certified')}: total variation <= {doc['tv_upper_bound']:.3g} from the target at confidence "
            f"1 - {doc['alpha']:g}, every row at once (per row: {rows}); {doc.get('certificate', '')}"]  # fmt: skip
     tails = doc.get("tail_bounds") or []
     if tails:
