@@ -119,3 +119,16 @@ def test_underpowered_run_states_draws_and_seconds():
     assert s["n_needed"] > r.n and s["more_draws"] == s["n_needed"] - r.n
     assert s["seconds_needed"] == pytest.approx(s["n_needed"] * r.seconds / r.n)
     assert "**underpowered** for tv = 0.1:" in r.to_markdown() and "underpowered for tv = 0.1:" in repr(r)
+
+
+def test_docs_example_is_the_scripts_output():
+    """docs/verify-your-sampler.md's certificate block is scripts/certificate_example.py's output (seconds aside)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "certificate_example.py"
+    spec = importlib.util.spec_from_file_location("certificate_example", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    have = mod.block(mod.PAGE.read_text())
+    assert mod.SECONDS.sub("_ s", have) == mod.SECONDS.sub("_ s", mod.render())
