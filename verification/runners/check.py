@@ -115,7 +115,10 @@ def check_sampler(
     -------
     SamplerReport
         ``.passed``, ``.tests`` (each unpacks as ``statistic, pvalue``), ``.properties``, ``.skipped``,
-        ``.to_markdown()``, ``.to_json()``.
+        ``.to_markdown()``, ``.to_json()``; ``.tv_upper_bound`` (an upper confidence bound at ``1 - alpha`` on the
+        total variation to the target, every row at once, ``proofs/tv_certificate.md``), ``.tail_bounds``,
+        ``.shortfall`` (draws and seconds the asked-for ``tv`` needs, when short of it) and ``.diagnoses`` (each
+        failing test's worst tokens and likely mechanism).
 
     Raises
     ------

@@ -126,8 +126,10 @@ class SamplerReport:
     seed_bits : int
         The seeds passed lay in ``[0, 2**seed_bits)``.
     tv_upper_bound : float or None
-        An upper confidence bound, at the family-wise ``alpha``, on the total variation the check rules out
-        (of a two-sample check: between the two laws, every row at once); ``None`` where none was computed.
+        An upper confidence bound, at confidence ``1 - alpha``, on the total variation between the sampler's law and
+        the target (of a two-sample check: between the two laws), every row at once: a confidence statement,
+        separate from the tests' Holm family (:mod:`.certify`); ``None`` where none was computed (a speculative
+        check).
     tv_upper_bounds : list of float or None
         The bound per row (each at ``alpha / B``, so that all hold together).
     certificate : str
