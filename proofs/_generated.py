@@ -165,12 +165,12 @@ TOP_README = HERE.parent / "README.md"
 #: The results every README number comes from.
 ALL = ("gumbel_max", "argmax_decomposition", "max_stability", "factorization", "tensor_parallel", "grid_noise",
        "float32_scores", "float32_noise", "second_level", "tile_inverse_cdf", "exp2_exhaustive",
-       "end_to_end", "truncation")  # fmt: skip
+       "end_to_end", "truncation", "tv_certificate")  # fmt: skip
 
 
 def render_readme(res: dict) -> dict[str, str]:
     """The table and the numbers of proofs/README.md from the recorded results ``res[name]`` of :data:`ALL`."""
-    gm, ad, ms, fa, tp, gn, fs, fn, sl, tc, ex, ee, tr = (res[k] for k in ALL)
+    gm, ad, ms, fa, tp, gn, fs, fn, sl, tc, ex, ee, tr, cert = (res[k] for k in ALL)
     comb = {c["a"]: c for c in fs["combined"]}
     worst = gn["tv_scan"][str(1 << 18)]
     e = fn["exhaustive"]
@@ -260,6 +260,14 @@ def render_readme(res: dict) -> dict[str, str]:
          f"{tr['min_p_margin']['rows']} (no margin: {tr['min_p_no_margin']['wrong']}); shipped "
          f"interpreted sampler: {tr['shipped']['mismatches']} of {tr['shipped']['draws']} draws off the law's twin "
          f"(fallback skipped: {tr['shipped_planted']['mismatches']})"),
+        ("[tv_certificate.md](tv_certificate.md)", "the verification suite's certificate: with probability $\\ge 1 - "
+         "\\alpha$ whatever the sampler's law, $\\mathrm{TV}(q, p) \\le \\mathrm{TV}_\\Pi(\\hat q, p) + "
+         "\\varepsilon/2 + \\min(h, p(P))$ (Weissman et al.'s L1 bound over cells fixed before the draws, a "
+         "Clopper–Pearson interval $[\\ell, h]$ on the pooled tail)",
+         "[`check_tv_certificate.py`](check_tv_certificate.py)",
+         f"coverage on {len(cert['cases'])} planted samplers of known TV, {cert['reps']} samples each at $\\alpha = "
+         f"{cert['alpha']:g}$: worst {min(r['coverage'] for r in cert['cases']):.4f}; the bound halved "
+         f"{cert['shrunk_coverage']:.4f}, without $\\varepsilon/2$ {cert['plug_in_coverage']:.4f} (both caught)"),
     ]  # fmt: skip
     table = md_table(rows, header=("file", "result in one line", "check", "what the check measured"))
     lm = sl["logmass"]

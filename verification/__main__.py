@@ -397,7 +397,9 @@ def _plot(stage: Path, result, rows: list[tuple[int, Any]]) -> None:
     for b, gof in rows:
         case = LawCase(f"row {b}", np.zeros(gof.probs.size), 1.0, f"row {b}", law=gof.probs)
         curves = [(result.sampler, gof.counts.histogram, gof.counts.n)]
-        plots.case_figure(plt, case, curves, stage / f"plots/row-{b}.png")
+        marked = [t["token"] for d in result.diagnoses if d["row"] == b for t in d["tokens"]]
+        plots.case_figure(plt, case, curves, stage / f"plots/row-{b}.png", label=f"target {result.target}",
+                          marked=marked)  # fmt: skip
 
 
 def _where(e: BaseException) -> str:

@@ -25,6 +25,7 @@ OWNERS = [
     ("finite_precision.md", "check_finite_precision.py", "all"),
     ("finite_precision.md", "counters.py", "counters"),
     ("end_to_end.md", "check_end_to_end.py", "end_to_end"),
+    ("tv_certificate.md", "check_tv_certificate.py", "tv_certificate"),
 ]
 
 

@@ -12,6 +12,7 @@ MODULES = [
     "verification.runners.assertions",
     "verification.runners.agreement",
     "verification.stats.two_sample_bound",
+    "verification.stats.tv_certificate",
     "verification.stats.counts",
     "verification.stats.family",
     "verification.stats.power",

@@ -16,7 +16,17 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["audit_tables", "calibration_page", "check_page", "detects", "mutants_page", "report_page", "table"]
+__all__ = [
+    "audit_tables",
+    "calibration_page",
+    "certificate_lines",
+    "check_page",
+    "detects",
+    "diagnosis_lines",
+    "mutants_page",
+    "report_page",
+    "table",
+]
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None) -> list[str]:
@@ -219,13 +229,20 @@ def check_page(doc: dict[str, Any], *, title: str | None = None, plots: dict[int
         + (f", {doc['stream']:,} per stream for the lag scans" if doc["stream"] else "")
         + f"; {doc['calls']} calls; {doc['seconds']:.1f} s; seed {doc['seed']}",
     ]
-    if doc.get("tv_upper_bound") is not None:
-        rows = ", ".join(f"{b:.3g}" for b in doc.get("tv_upper_bounds") or [])
-        out.append(f"- **certified**: total variation <= {doc['tv_upper_bound']:.3g} at confidence "
-                   f"1 - {doc['alpha']:g} (per row: {rows}); {doc.get('certificate', '')}")  # fmt: skip
+    out += [f"- {line}" for line in certificate_lines(doc, markdown=True)]
     if failed:
         out += ["", "## Failed tests", ""]
         out += table(head, [_check_row(t) for t in failed], "lrrrrll")
+    if doc.get("diagnoses"):
+        out += [
+            "",
+            "## Diagnosis",
+            "",
+            "The worst tokens of each failing test (standardized residual "
+            "(observed - expected) / sqrt(expected (1 - p))) and the likely mechanism: a hint, not a test.",
+            "",
+        ]
+        out += diagnosis_lines(doc, markdown=True)
     out += ["", "## Tests", ""]
     out += table(head, [_check_row(t) for t in tests], "lrrrrll")
     if doc["skipped"]:
@@ -240,6 +257,54 @@ def check_page(doc: dict[str, Any], *, title: str | None = None, plots: dict[int
     for row, path in (plots or {}).items():
         out += ["", f"## Row {row}", "", f"![row {row}]({path})"]
     return "\n".join(out) + "\n"
+
+
+def certificate_lines(doc: dict[str, Any], *, markdown: bool = False) -> list[str]:
+    """The certificate of a check (``SamplerReport.as_dict()``) in words: the bound overall and per row, the tail
+    mass it rules out, and, for an underpowered run, the draws and seconds the asked-for ``tv`` needs."""
+    if doc.get("tv_upper_bound") is None:
+        return []
+    bold = (lambda x: f"**{x}**") if markdown else (lambda x: x)
+    rows = ", ".join(f"{b:.3g}" for b in doc.get("tv_upper_bounds") or [])
+    out = [f"{bold('certified')}: total variation <= {doc['tv_upper_bound']:.3g} from the target at confidence "
+           f"1 - {doc['alpha']:g}, every row at once (per row: {rows}); {doc.get('certificate', '')}"]  # fmt: skip
+    tails = doc.get("tail_bounds") or []
+    if tails:
+        shown = "; ".join(f"row {t['row']}: {t['tokens']} tokens of target mass {t['target_mass']:.3g}, sampler's "
+                          f"mass in [{t['low']:.3g}, {t['high']:.3g}]" for t in tails[:4])  # fmt: skip
+        more = f"; ... ({len(tails) - 4} more rows in report.json)" if len(tails) > 4 else ""
+        out.append(f"{bold('tail ruled out')} (the pooled least probable tokens, same confidence): {shown}{more}")
+    s = doc.get("shortfall")
+    if s:
+        if s["n_needed"] is None:
+            need = "no planned n reaches it"
+        else:
+            rate = s["seconds_per_draw"]
+            need = (f"{s['n_needed']:,} draws per row needed ({s['more_draws']:,} more), about "
+                    f"{s['seconds_needed']:.3g} s at this run's {rate:.3g} s per draw of a row")  # fmt: skip
+        out.append(f"{bold('underpowered')} for tv = {s['tv']:g}: {s['reason']}; {need}")
+    return out
+
+
+def diagnosis_lines(doc: dict[str, Any], *, markdown: bool = False) -> list[str]:
+    """Each failing test's worst tokens and likely mechanism (``SamplerReport.as_dict()['diagnoses']``)."""
+    out: list[str] = []
+    for d in doc.get("diagnoses") or []:
+        if markdown:
+            out += [f"### `{d['test']}`", "", f"Likely mechanism: {d['mechanism']}.", ""]
+            if d["tokens"]:
+                out += table(["token", "observed", "expected", "logit", "probability", "residual"],
+                             [[t["token"], f"{t['observed']:,}", f"{t['expected']:.4g}", _g(t["logit"], 6),
+                               f"{t['probability']:.4g}", _g(t["residual"], 3) if t["residual"] is not None else "inf"]
+                              for t in d["tokens"]], "rrrrrr")  # fmt: skip
+                out.append("")
+        else:
+            out.append(f"  diagnosis {d['test']}: {d['mechanism']}")
+            for t in d["tokens"]:
+                r = "inf" if t["residual"] is None else f"{t['residual']:+.3g}"
+                out.append(f"    token {t['token']}: observed {t['observed']}, expected {t['expected']:.4g}, logit "
+                           f"{_g(t['logit'], 6)}, p {t['probability']:.4g}, residual {r}")  # fmt: skip
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..battery.cases import Case
 
-__all__ = ["case_figure", "plot_seconds", "pvalue_figure", "pyplot"]
+__all__ = ["case_figure", "plot_seconds", "pvalue_figure", "pyplot", "target_label"]
 
 #: Largest number of points drawn per curve of a case plot (a V = 151936 curve is thinned on a log grid).
 _PLOT_POINTS = 4000
@@ -39,9 +39,18 @@ def pyplot():
     return plt
 
 
-def case_figure(plt, case: Case, curves: list[tuple[str, np.ndarray, int]], target) -> None:
+def target_label(case: Case) -> str:
+    """The name of a case's law in a legend: ``exact softmax``, or the target it is (``exact top_p(p=0.9, ...)``)."""
+    return "exact softmax" if case.target is None or case.target.name == "softmax" else f"exact {case.target!r}"
+
+
+def case_figure(plt, case: Case, curves: list[tuple[str, np.ndarray, int]], target, *, label: str | None = None,
+                marked: list[int] | tuple[int, ...] = ()) -> None:  # fmt: skip
     """One case's figure: head frequencies and the tail mass beyond each rank, each ``(label, histogram, n)``
-    of ``curves`` against the exact softmax; saved to ``target`` (a path or a file object)."""
+    of ``curves`` against the case's law (named ``label``, default :func:`target_label`); ``marked`` tokens (a failing
+    test's worst) are circled in the head and, beyond it, listed with their rank in a note; saved to ``target`` (a
+    path or a file object)."""
+    law = label or target_label(case)
     p = case.probs
     order = np.argsort(-p, kind="stable")
     head = min(50, p.size)
@@ -49,13 +58,14 @@ def case_figure(plt, case: Case, curves: list[tuple[str, np.ndarray, int]], targ
     keep = thin(ranks)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     exp_tail = np.clip(1.0 - np.cumsum(p[order]), 1e-12, None)
-    for label, histogram, n in curves:
+    for name, histogram, n in curves:
         freq = histogram[order] / max(n, 1)
         tail = np.clip(1.0 - np.cumsum(freq), 1e-12, None)
-        ax1.plot(ranks[:head], freq[:head], ".", ms=4, alpha=0.7, label=label)
-        ax2.step(ranks[keep], tail[keep], where="post", lw=1, alpha=0.7, label=label)
-    ax1.plot(ranks[:head], p[order][:head], "k-", lw=1, label="exact softmax")
-    ax2.step(ranks[keep], exp_tail[keep], "k-", where="post", lw=1.5, label="exact softmax")
+        ax1.plot(ranks[:head], freq[:head], ".", ms=4, alpha=0.7, label=name)
+        ax2.step(ranks[keep], tail[keep], where="post", lw=1, alpha=0.7, label=name)
+    ax1.plot(ranks[:head], p[order][:head], "k-", lw=1, label=law)
+    ax2.step(ranks[keep], exp_tail[keep], "k-", where="post", lw=1.5, label=law)
+    _mark(ax1, p, order, head, [int(t) for t in marked], curves)
     ax1.set_yscale("log")
     ax1.set_xlabel("token rank by exact probability (head)")
     ax1.set_ylabel("frequency")
@@ -63,12 +73,34 @@ def case_figure(plt, case: Case, curves: list[tuple[str, np.ndarray, int]], targ
     ax2.set_xlabel("token rank by exact probability")
     ax2.set_ylabel("mass beyond rank (tail)")
     ax1.set_title(f"{case.name}: head")
-    ax2.set_title("tail mass, observed vs exact")
+    ax2.set_title(f"tail mass, observed vs {law}")
     ax2.legend(fontsize=6)
     # Fixed margins: tight_layout measured every tick label of the log axes, half the figure's time.
     fig.subplots_adjust(left=0.07, right=0.99, bottom=0.12, top=0.93, wspace=0.22)
     fig.savefig(target, dpi=110, format="png")
     plt.close(fig)
+
+
+def _mark(ax, p: np.ndarray, order: np.ndarray, head: int, marked: list[int], curves) -> None:
+    """Circle the marked tokens within the plotted head; list those beyond it (rank, token, observed / expected)."""
+    if not marked:
+        return
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    inside = [t for t in marked if rank[t] < head]
+    if inside and curves:
+        _, histogram, n = curves[0]
+        r = [int(rank[t]) for t in inside]
+        ax.plot(r, [histogram[t] / max(n, 1) for t in inside], "o", mfc="none", mec="red", ms=9, label="failing tokens")
+    beyond = [t for t in marked if rank[t] >= head]
+    if beyond:
+        lines = ["failing tokens beyond the head:"]
+        for t in beyond:
+            seen = f", observed {curves[0][1][t] / max(curves[0][2], 1):.3g}" if curves else ""
+            lines.append(f"token {t} (rank {int(rank[t])}): p {p[t]:.3g}{seen}")
+        ax.text(0.98, 0.98, "\n".join(lines), transform=ax.transAxes, ha="right", va="top", fontsize=6, color="red",
+                bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "red"})  # fmt: skip
+    ax.legend(fontsize=6, loc="lower left")
 
 
 def plot_seconds(case: Case, curves: int) -> float:

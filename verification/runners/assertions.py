@@ -8,6 +8,7 @@ from ..stats.counts import as_counts
 from ..stats.gof import goodness_of_fit
 from ..stats.results import GofResult, fmt
 from ..stats.tails import TAIL_GAPS, far_tail, tail_mass_test
+from ..stats.tv_certificate import tv_certificate
 
 __all__ = ["assert_samples_match"]
 
@@ -56,9 +57,10 @@ def assert_samples_match(samples, probs, *, alpha: float = 1e-6, power: float = 
     Raises
     ------
     AssertionError
-        With the most over- and under-sampled categories, their standardized residuals, the pooled
-        tail mass, the flagged categories, the tail's observed and expected draws, and the detectable
-        deviations.
+        With the certified upper bound on the total variation to ``probs`` (at confidence ``1 - alpha``,
+        :func:`verification.stats.tv_certificate.tv_certificate`), the most over- and under-sampled
+        categories, their standardized residuals, the pooled tail mass, the flagged categories, the tail's
+        observed and expected draws, and the detectable deviations.
 
     Examples
     --------
@@ -92,6 +94,9 @@ def assert_samples_match(samples, probs, *, alpha: float = 1e-6, power: float = 
     if not failed:
         return gof
     lines = [f"samples do not match probs (alpha={fmt(alpha)}): {' and '.join(failed)} failed"]
+    cert = tv_certificate(counts, p, alpha=alpha)
+    lines.append(f"  certified: total variation to probs <= {fmt(cert.bound)} at confidence 1 - {fmt(alpha)} "
+                 f"(verification.stats.tv_certificate); {cert.tail_statement()}")  # fmt: skip
     lines.append(gof.diagnosis())
     lines.append(repr(cat))
     if cat.num_flagged:

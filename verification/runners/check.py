@@ -25,6 +25,8 @@ from ..stats.independence import lag_scan_test, streams_scan_test
 from ..stats.results import StatResult
 from ..stats.support import support_test
 from ..stats.ties import TieResult, tie_bias_test
+from .certify import certify
+from .diagnosis import diagnose
 from .draws import Draws, draw, pilot
 from .sampler_report import SamplerReport, sampler_report
 from .speculative import check_speculative
@@ -113,7 +115,10 @@ def check_sampler(
     -------
     SamplerReport
         ``.passed``, ``.tests`` (each unpacks as ``statistic, pvalue``), ``.properties``, ``.skipped``,
-        ``.to_markdown()``, ``.to_json()``.
+        ``.to_markdown()``, ``.to_json()``; ``.tv_upper_bound`` (an upper confidence bound at ``1 - alpha`` on the
+        total variation to the target, every row at once, ``proofs/tv_certificate.md``), ``.tail_bounds``,
+        ``.shortfall`` (draws and seconds the asked-for ``tv`` needs, when short of it) and ``.diagnoses`` (each
+        failing test's worst tokens and likely mechanism).
 
     Raises
     ------
@@ -152,9 +157,11 @@ def check_sampler(
     family = Family(alpha=request.alpha, size=len(plan.tests), name=request.call.name)
     draws = draw(request, plan)
     _run_tests(plan, draws, family, request.power)
-    return sampler_report(request, family, plan.tests, test_title, properties=properties, skipped=plan.skipped,
-                          shape=tuple(int(s) for s in request.values.shape), n=plan.n, stream=plan.stream,
-                          calls=draws.calls, seconds=time.perf_counter() - t0, how=plan.how)  # fmt: skip
+    report = sampler_report(request, family, plan.tests, test_title, properties=properties, skipped=plan.skipped,
+                            shape=tuple(int(s) for s in request.values.shape), n=plan.n, stream=plan.stream,
+                            calls=draws.calls, seconds=time.perf_counter() - t0, how=plan.how)  # fmt: skip
+    report.diagnoses = diagnose(report, request, plan, draws.counts)
+    return certify(report, request, plan, draws.counts)
 
 
 def _tie_test(counts: Counts, r: RowPlan, alpha: float, power: float) -> StatResult:

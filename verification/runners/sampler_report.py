@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..outputs.markdown import check_page, detects
+from ..outputs.markdown import certificate_lines, check_page, detects, diagnosis_lines
 from ..planning.request import CheckRequest
 from ..stats.family import Family
 from ..stats.results import StatResult, UnpacksLikeScipy, fmt
@@ -126,12 +126,24 @@ class SamplerReport:
     seed_bits : int
         The seeds passed lay in ``[0, 2**seed_bits)``.
     tv_upper_bound : float or None
-        An upper confidence bound, at the family-wise ``alpha``, on the total variation the check rules out
-        (of a two-sample check: between the two laws, every row at once); ``None`` where none was computed.
+        An upper confidence bound, at confidence ``1 - alpha``, on the total variation between the sampler's law and
+        the target (of a two-sample check: between the two laws), every row at once: a confidence statement,
+        separate from the tests' Holm family (:mod:`.certify`); ``None`` where none was computed (a speculative
+        check).
     tv_upper_bounds : list of float or None
         The bound per row (each at ``alpha / B``, so that all hold together).
     certificate : str
         How the bound was made.
+    tail_bounds : list of dict
+        Per row whose certificate pools tokens: ``{"row", "tokens", "target_mass", "low", "high"}``, the interval
+        on the sampler's mass on the pooled least probable tokens (on the certificate's event).
+    shortfall : dict or None
+        When the run is underpowered for the asked-for ``tv`` (``DEFAULT_TV`` with a budget): ``tv``, ``reason``,
+        ``n_needed`` (draws per row: the tests' planner and the certificate's twin), ``more_draws``,
+        ``seconds_needed`` at the run's measured ``seconds_per_draw`` (:mod:`.certify`).
+    diagnoses : list of dict
+        Per failing test: ``test``, ``row``, the worst ``tokens`` (token, observed, expected, logit, probability,
+        residual) and the likely ``mechanism`` (:mod:`.diagnosis`); empty when the check passed.
     """
 
     passed: bool
@@ -156,6 +168,9 @@ class SamplerReport:
     tv_upper_bound: float | None = None
     tv_upper_bounds: list[float] | None = None
     certificate: str = ""
+    tail_bounds: list[dict[str, Any]] = field(default_factory=list)
+    shortfall: dict[str, Any] | None = None
+    diagnoses: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def level(self) -> float:
@@ -195,6 +210,9 @@ class SamplerReport:
             "tv_upper_bound": self.tv_upper_bound,
             "tv_upper_bounds": self.tv_upper_bounds,
             "certificate": self.certificate,
+            "tail_bounds": list(self.tail_bounds),
+            "shortfall": self.shortfall,
+            "diagnoses": list(self.diagnoses),
             "seconds": self.seconds,
             "plan": self.plan,
             "tests": [t.as_dict() for t in self.tests],
@@ -219,11 +237,8 @@ class SamplerReport:
             f"{len(self.tests)} tests pass at family-wise alpha={fmt(self.alpha)} (Holm); sampler={self.sampler}, "
             f"target={self.target}, n={self.n} per row, {self.seconds:.1f} s)"
         ]
-        if self.tv_upper_bound is not None:
-            lines.append(
-                f"  certified: total variation <= {fmt(self.tv_upper_bound)} at confidence "
-                f"1 - {fmt(self.alpha)} (per row {', '.join(fmt(b) for b in self.tv_upper_bounds or [])})"
-            )
+        doc = self.as_dict()
+        lines += [f"  {line}" for line in certificate_lines(doc)]
         for t in self.tests:
             lines.append(
                 f"  {'pass' if t.passed else 'FAIL':4}  {t.name:26}  n={t.n:<10d} stat={fmt(t.statistic):>9}  "
@@ -233,6 +248,7 @@ class SamplerReport:
             lines.append(f"  -     {k:26}  not run: {v}")
         for p in self.properties:
             lines.append(f"  prop  {p.name}: {'-' if p.holds is None else p.holds} ({p.detail})")
+        lines += diagnosis_lines(doc)
         return "\n".join(lines)
 
 
