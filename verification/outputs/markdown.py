@@ -16,7 +16,16 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["audit_tables", "calibration_page", "check_page", "detects", "mutants_page", "report_page", "table"]
+__all__ = [
+    "audit_tables",
+    "calibration_page",
+    "check_page",
+    "detects",
+    "mutants_page",
+    "report_page",
+    "table",
+    "timing_line",
+]
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None) -> list[str]:
@@ -196,6 +205,15 @@ def _check_row(t: dict[str, Any]) -> list[str]:
     ]
 
 
+def timing_line(doc: dict[str, Any]) -> str:
+    """One line on the measured rate and where a check's time went (``SamplerReport.as_dict()``'s ``timing``)."""
+    rate = doc.get("draws_per_s")
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in (doc.get("timing") or {}).items())
+    head = f"measured {rate:.3g} draws/s (tokens of all rows, in the sampler's calls)" if rate else "measured"
+    tail = "; interrupted: the tests read what was drawn" if doc.get("interrupted") else ""
+    return f"{head}; seconds: {parts}{tail}"
+
+
 def check_page(doc: dict[str, Any], *, title: str | None = None, plots: dict[int, str] | None = None) -> str:
     """``report.md`` of a check from ``SamplerReport.as_dict()``: the verdict, the failed tests, every test with
     what it detects at its ``n``, the tests not run and why, the properties; ``plots`` maps a row to an image
@@ -219,6 +237,8 @@ def check_page(doc: dict[str, Any], *, title: str | None = None, plots: dict[int
         + (f", {doc['stream']:,} per stream for the lag scans" if doc["stream"] else "")
         + f"; {doc['calls']} calls; {doc['seconds']:.1f} s; seed {doc['seed']}",
     ]
+    if doc.get("timing"):
+        out.append(f"- {timing_line(doc)}")
     if doc.get("tv_upper_bound") is not None:
         rows = ", ".join(f"{b:.3g}" for b in doc.get("tv_upper_bounds") or [])
         out.append(f"- **certified**: total variation <= {doc['tv_upper_bound']:.3g} at confidence "

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..outputs.markdown import check_page, detects
+from ..outputs.markdown import check_page, detects, timing_line
 from ..planning.request import CheckRequest
 from ..stats.family import Family
 from ..stats.results import StatResult, UnpacksLikeScipy, fmt
@@ -132,6 +132,15 @@ class SamplerReport:
         The bound per row (each at ``alpha / B``, so that all hold together).
     certificate : str
         How the bound was made.
+    planned_n : int or None
+        Draws per row the plan expected (with ``budget_s`` the draws adapt to the time: ``n`` is what was drawn).
+    draws_per_s : float or None
+        The sampler's measured rate: tokens (every row's) per second in its calls of the draws phase.
+    timing : dict[str, float] or None
+        Seconds of each phase: ``pilot``, ``planning``, ``drawing`` (in the sampler's calls), ``counting``,
+        ``other calls`` (the rest of the draws phase), ``testing``, ``reporting``.
+    interrupted : bool
+        A ``KeyboardInterrupt`` stopped the draws; the tests read what was drawn.
     """
 
     passed: bool
@@ -156,6 +165,10 @@ class SamplerReport:
     tv_upper_bound: float | None = None
     tv_upper_bounds: list[float] | None = None
     certificate: str = ""
+    planned_n: int | None = None
+    draws_per_s: float | None = None
+    timing: dict[str, float] | None = None
+    interrupted: bool = False
 
     @property
     def level(self) -> float:
@@ -196,6 +209,10 @@ class SamplerReport:
             "tv_upper_bounds": self.tv_upper_bounds,
             "certificate": self.certificate,
             "seconds": self.seconds,
+            "planned_n": self.planned_n,
+            "draws_per_s": self.draws_per_s,
+            "timing": None if self.timing is None else dict(self.timing),
+            "interrupted": self.interrupted,
             "plan": self.plan,
             "tests": [t.as_dict() for t in self.tests],
             "properties": [asdict(p) for p in self.properties],
@@ -219,6 +236,8 @@ class SamplerReport:
             f"{len(self.tests)} tests pass at family-wise alpha={fmt(self.alpha)} (Holm); sampler={self.sampler}, "
             f"target={self.target}, n={self.n} per row, {self.seconds:.1f} s)"
         ]
+        if self.timing is not None:
+            lines.append(f"  {timing_line(self.as_dict())}")
         if self.tv_upper_bound is not None:
             lines.append(
                 f"  certified: total variation <= {fmt(self.tv_upper_bound)} at confidence "
@@ -238,7 +257,8 @@ class SamplerReport:
 
 def sampler_report(request: CheckRequest, family: Family, names: Sequence[str], title: Callable[[str], str], *,
                    properties: list[Property], skipped: dict[str, str], shape: tuple[int, ...], n: int, stream: int,
-                   calls: int, seconds: float, how: str) -> SamplerReport:  # fmt: skip
+                   calls: int, seconds: float, how: str, planned_n: int | None = None,
+                   draws_per_s: float | None = None, interrupted: bool = False) -> SamplerReport:  # fmt: skip
     """The report of a check: its family's members ``names``, in that order, each titled by ``title``."""
     members = {m.name: m for m in family.members()}
     tests = []
@@ -269,4 +289,7 @@ def sampler_report(request: CheckRequest, family: Family, names: Sequence[str], 
         seconds=seconds,
         plan=how,
         seed_bits=request.seed_bits,
+        planned_n=planned_n,
+        draws_per_s=draws_per_s,
+        interrupted=interrupted,
     )
