@@ -36,6 +36,9 @@ from .suite import run_suite
 
 __all__ = ["DEFAULT_TV", "MAX_SEED", "check_sampler"]
 
+#: The clock every phase of a check is timed by (and the draws stop by): one place, so that a test can replace it.
+_clock = time.perf_counter
+
 
 def check_sampler(
     sampler,
@@ -159,7 +162,7 @@ def check_sampler(
     (True, 7172)
     >>> statistic, pvalue = report.test("row 0: pearson")
     """
-    clock = time.perf_counter
+    clock = _clock
     t0 = clock()
     request = check_request(sampler, logits, target=target, temperature=temperature, alpha=alpha, power=power,
                             tv=tv, budget_s=budget_s, seed=seed, seed_bits=seed_bits,
@@ -167,16 +170,16 @@ def check_sampler(
     if request.speculative:
         return check_speculative(request, started=t0)
     rows = row_plans(request)
-    properties, cost, pilot_calls = pilot(request)
+    properties, cost, pilot_calls = pilot(request, clock=clock)
     t_pilot = clock()
     if cost is not None:
-        cost = dataclasses.replace(cost, scan=_scan_seconds(rows))
+        cost = dataclasses.replace(cost, scan=_scan_seconds(rows, clock))
     elapsed = clock() - t0
     plan = plan_check(request, rows, cost or (0.0, 0.0), elapsed)
     deadline = None if plan.draw_s is None else t0 + elapsed + plan.draw_s
     family = Family(alpha=request.alpha, size=len(plan.tests), name=request.call.name)
     t_plan = clock()
-    draws = draw(request, plan, deadline=deadline, progress=request.progress, pilot_calls=pilot_calls)
+    draws = draw(request, plan, deadline=deadline, progress=request.progress, pilot_calls=pilot_calls, clock=clock)
     t_draw = clock()
     _run_tests(plan, draws, family, request.power)
     t_test = clock()
@@ -208,7 +211,7 @@ def check_sampler(
 _SCAN_PROBE = 1 << 14
 
 
-def _scan_seconds(rows: list[RowPlan]) -> float:
+def _scan_seconds(rows: list[RowPlan], clock) -> float:
     """Seconds per stream draw of a two-stream lag scan, timed on two streams of the stream row's law (drawn by
     NumPy, not by the sampler, and never tested): the cost that bounds the streams with ``budget_s``."""
     sr = stream_row([r.probs for r in rows])
@@ -217,9 +220,9 @@ def _scan_seconds(rows: list[RowPlan]) -> float:
     p = rows[sr].probs
     rng = np.random.default_rng(0)
     x, y = (rng.choice(p.size, _SCAN_PROBE, p=p / p.sum()) for _ in range(2))
-    t = time.perf_counter()
+    t = clock()
     lag_scan_test(x, y, num_categories=p.size)
-    return (time.perf_counter() - t) / _SCAN_PROBE
+    return (clock() - t) / _SCAN_PROBE
 
 
 def _tie_test(counts: Counts, r: RowPlan, alpha: float, power: float) -> StatResult:

@@ -14,9 +14,11 @@ and bit calls (streams only), then draws ``k = 2, 3, ...``.  Every draws call is
 kept streams, whatever ``n``.  With ``tv`` the number of calls is the plan's.  With ``budget_s`` the draws adapt to
 the time (:mod:`verification.planning.check`): before each call its time is predicted from the last call's (as
 ``a + (t - a) (w' / w)`` for a width ``w' <= w``, ``a + (t - a) (w' / w)**2`` above, ``a`` the pilot's time per
-call), the width is shrunk so that the call ends before the drawing deadline, and the draws stop when not even
-a call of one column would.  The stream calls are always made (the tests of the family read them), shrunk to at
-least :data:`MIN_STREAM` draws.  A ``KeyboardInterrupt`` during draws ``k >= 2`` stops the draws: what was drawn
+call); the width is the one predicted to take the plan's share of the drawing time (``CALL_SHARE``, at most four
+times the last width), shrunk so that the call ends before the drawing deadline, and the draws stop when not
+even a call of one column would.  The stream calls are always made (the tests of the family read them): where they
+are predicted to take more than :data:`STREAM_LIMIT` of the drawing time left, their widths shrink together (to
+:data:`MIN_STREAM` draws at least).  A ``KeyboardInterrupt`` during draws ``k >= 2`` stops the draws: what was drawn
 is tested and the report says it was interrupted.
 """
 
@@ -30,7 +32,7 @@ import numpy as np
 import torch
 
 from ..battery.protocol import SamplerCall, host_tokens
-from ..planning.check import COST_DRAWS, MAX_CALL_DRAWS, PILOT_DRAWS, BudgetCost, Plan
+from ..planning.check import CALL_SHARE, COST_DRAWS, MAX_CALL_DRAWS, PILOT_DRAWS, BudgetCost, Plan
 from ..planning.request import CheckRequest
 from ..planning.streams import (
     CALLS_SEED_OFFSET,
@@ -47,12 +49,18 @@ from .progress import DrawProgress, show_progress
 from .sampler_report import Property
 from .tally import Tally
 
-__all__ = ["MIN_STREAM", "PILOT_SHARE", "Draws", "draw", "pilot"]
+__all__ = ["MIN_STREAM", "PILOT_SHARE", "STREAM_LIMIT", "Draws", "draw", "pilot"]
 
 #: Share of ``budget_s`` the pilot's cost calls may take at most.
 PILOT_SHARE = 0.05
 #: Growth of the width from one cost call to the next.
 _COST_GROWTH = 8
+#: Growth of the width from one draws call to the next at most (with ``budget_s``): a sampler whose cost grows
+#: faster than its pilot said is met by calls that grow step by step.
+_WIDTH_GROWTH = 4
+#: Share of the time left for drawing that the stream calls may take at most (with ``budget_s``): where the
+#: sampler is slower than its pilot said, their widths shrink together to fit it.
+STREAM_LIMIT = 0.5
 #: Draws a stream call keeps at least, however short the time: a lag scan over shifts -8..8 needs ``2 K + 2``.
 MIN_STREAM = 2 * DEFAULT_MAX_LAG + 2
 
@@ -192,6 +200,15 @@ class _Clock:
         var = max(t - self.fixed, 0.0)
         return self.fixed + var * (width / w) ** (1 if width <= w else 2)
 
+    def fit(self, seconds: float) -> int:
+        """The widest call predicted to take at most ``seconds`` (0 where none does)."""
+        w, t = self.last
+        var = max(t - self.fixed, 1e-12)
+        room = (seconds - self.fixed) / var
+        if room <= 0:
+            return 0
+        return int(w * room) if room <= 1 else int(min(w * math.sqrt(room), 2.0**62))
+
     def width(self, want: int, least: int) -> int | None:
         """The widest call of at most ``want`` columns that ends by the deadline; ``least`` where none does and
         ``least > 0`` (a call that must be made); ``None`` when ``least == 0`` and none does."""
@@ -200,14 +217,35 @@ class _Clock:
         left = self.deadline - self.clock()
         if self.predict(want) <= left:
             return want
-        w, t = self.last
-        var = max(t - self.fixed, 1e-12)
-        room = (left - self.fixed) / var
-        fit = int(w * room) if room <= 1 else int(w * math.sqrt(room))
-        fit = min(want, fit)
+        fit = min(want, self.fit(left))
         if fit >= max(least, 1):
             return fit
         return least if least > 0 else None
+
+    def scale(self, widths: list[int], seconds: float) -> float:
+        """The largest factor ``f <= 1`` at which calls of widths ``f w`` are predicted to take ``seconds`` in
+        all (1 without a deadline): the stream calls, shrunk together where the sampler is slower than planned."""
+        if self.deadline is None or self.last is None:
+            return 1.0
+
+        def total(f: float) -> float:
+            return sum(self.predict(max(MIN_STREAM, int(f * w))) for w in widths)
+
+        if total(1.0) <= seconds:
+            return 1.0
+        lo, hi = 0.0, 1.0
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if total(mid) <= seconds else (lo, mid)
+        return lo
+
+    def target(self, seconds: float, planned: int) -> int:
+        """The width of the next draws call ``k >= 2`` with a deadline: the widest predicted to take ``seconds``
+        (the plan's share of the drawing time), at most :data:`_WIDTH_GROWTH` times the last call's and
+        ``MAX_CALL_DRAWS``; the plan's ``planned`` width without a deadline."""
+        if self.deadline is None or self.last is None:
+            return planned
+        return int(max(MIN_STREAM, min(self.fit(seconds), _WIDTH_GROWTH * self.last[0], MAX_CALL_DRAWS)))
 
     def call(self, call: SamplerCall, L: torch.Tensor, width: int, seed: int | None):
         """The sampler's tokens, where they lie, timed (a CUDA sampler is synchronized: its time is its work)."""
@@ -263,8 +301,14 @@ def draw(request: CheckRequest, plan: Plan, *, deadline: float | None = None, pr
         rate = tally.n / max(timer.sampler_s + timer.counting_s, 1e-9)
         return int(tally.n + rate * left)
 
+    def shrunk(width: int) -> int:
+        return max(MIN_STREAM, int(f * width))
+
+    stream_calls = [plan.columns] * 2 + [plan.stream] * int(call.seeded and "calls" in plan.tests)
+    stream_calls += [2 * plan.stream] * int(plan.row_pairs == ((0, 0),)) + [plan.bit_stream] * len(plan.bits)
+    f = timer.scale(stream_calls, STREAM_LIMIT * (deadline - clock())) if deadline is not None else 1.0
     try:
-        columns = timer.width(plan.columns, MIN_STREAM)
+        columns = timer.width(shrunk(plan.columns), MIN_STREAM)
         x = counted(0, columns)
         first = timer.count(_rows, x, keep)
         bar.update(tally.n, total())
@@ -276,27 +320,30 @@ def draw(request: CheckRequest, plan: Plan, *, deadline: float | None = None, pr
         made = pilot_calls + 2
         if sr is not None and "calls" in plan.tests:
             if call.seeded:
-                y = timer.call(call, L, timer.width(stream, MIN_STREAM), _seed(call, request, CALLS_SEED_OFFSET))
+                y = timer.call(
+                    call, L, timer.width(shrunk(stream), MIN_STREAM), _seed(call, request, CALLS_SEED_OFFSET)
+                )
                 calls_stream = timer.count(_rows, y, [sr])[sr]
                 made += 1
             else:
                 calls_stream = second
         if plan.row_pairs == ((0, 0),):
-            y = timer.call(call, torch.cat([L, L]), timer.width(stream, MIN_STREAM),
+            y = timer.call(call, torch.cat([L, L]), timer.width(shrunk(stream), MIN_STREAM),
                            _seed(call, request, ROWS_SEED_OFFSET))  # fmt: skip
             pair = timer.count(_rows, y, [0, 1])
             rows_pair = (pair[0], pair[1])
             made += 1
         bit_streams = []
         for j in plan.bits:
-            y = timer.call(call, L, timer.width(plan.bit_stream, MIN_STREAM), flipped_seed(request.seed, j))
+            y = timer.call(call, L, timer.width(shrunk(plan.bit_stream), MIN_STREAM), flipped_seed(request.seed, j))
             bit_streams.append(timer.count(_rows, y, [sr])[sr])
             made += 1
         interrupted = False
+        call_s = CALL_SHARE * (plan.draw_s or 0.0)
         k = 2
         try:
             while k < MAX_DRAW_CALLS and (deadline is not None or k < plan.calls):
-                width = timer.width(plan.call_width, 0)
+                width = timer.width(timer.target(call_s, plan.call_width), 0)
                 if width is None:
                     break
                 counted(k, width)
