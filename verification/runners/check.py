@@ -208,7 +208,7 @@ def check_sampler(
 
 
 #: Draws of each synthetic stream the scan cost is timed on (with ``budget_s``).
-_SCAN_PROBE = 1 << 14
+_SCAN_PROBE = 1 << 16
 
 
 def _scan_seconds(rows: list[RowPlan], clock) -> float:
