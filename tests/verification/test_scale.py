@@ -36,7 +36,7 @@ from verification.planning.streams import (
 )
 from verification.runners.draws import draw
 from verification.runners.progress import SHOW_AFTER_S, DrawProgress, show_progress
-from verification.runners.tally import Tally
+from verification.runners.tally import ROW_BINCOUNT, Tally
 from verification.stats.counts import count_samples
 
 EXACT = budget("verification.scale.exact")
@@ -94,6 +94,7 @@ def test_counts_accumulated_over_many_calls_equal_one_bincount_of_all_draws():
     v, b = 37, 3
     calls = [rng.integers(-2, v + 2, (b, int(rng.integers(1, 500)))).astype(dt)
              for dt in (np.int64, np.int32, np.int16) * 4]  # fmt: skip
+    calls += [rng.integers(-2, v + 2, (b, ROW_BINCOUNT + 3)), rng.integers(0, v, (b, ROW_BINCOUNT)).astype(np.uint16)]
     tally = Tally(b, v)
     for x in calls:
         tally.add(x if x.dtype != np.int16 else torch.from_numpy(x))  # CPU tensors are read without a copy

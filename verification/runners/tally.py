@@ -8,7 +8,7 @@ bincount per block of rows: token ``x`` of row ``b`` lands in bin ``b (V + 1) + 
 ``x``), and ``bincount`` over the flattened block is every row's histogram at once.  Torch tokens off the CPU (a
 CUDA sampler's) are counted on their own device by ``torch.bincount`` into an accumulator there: only the
 ``[B, V + 1]`` counts cross to the host, once, at the end.  NumPy arrays and CPU tensors (read without a copy) are
-counted by ``numpy.bincount``.
+counted by ``numpy.bincount`` (row by row where the calls are wide).
 
 Exactness: integer counts, no sampling or rounding; the sum over calls equals the bincount of all draws at once
 (``tests/verification/test_scale.py`` checks it).
@@ -21,11 +21,15 @@ import torch
 
 from ..stats.counts import Counts
 
-__all__ = ["COUNT_BLOCK", "Tally"]
+__all__ = ["COUNT_BLOCK", "ROW_BINCOUNT", "Tally"]
 
 #: Tokens per offset bincount at most (a block of whole rows; at least one row): bounds the int64 index copy
 #: to 128 MiB whatever ``B`` and the call's width.
 COUNT_BLOCK = 1 << 24
+
+#: Calls at least this wide are counted on the host one row at a time (no index copy: measured 2.4x faster than
+#: the offset bincount on [2, 2**20] tokens); narrower ones by one offset bincount over the block.
+ROW_BINCOUNT = 1 << 12
 
 
 class Tally:
@@ -71,6 +75,15 @@ class Tally:
 
     def _add_numpy(self, x: np.ndarray, r0: int) -> None:
         v = self.num_categories
+        if x.shape[1] >= ROW_BINCOUNT:
+            for i, row in enumerate(x):
+                lo, hi = int(row.min()), int(row.max())
+                if lo < 0 or hi >= v:
+                    inside = (row >= 0) & (row < v)
+                    self._host[r0 + i, v] += int(row.size - np.count_nonzero(inside))
+                    row = row[inside]
+                self._host[r0 + i, :v] += np.bincount(row.astype(np.intp, copy=False), minlength=v)
+            return
         x = x.astype(np.int64, copy=False)
         if x.size and (x.min() < 0 or x.max() >= v):
             x = np.where((x >= 0) & (x < v), x, v)
