@@ -357,6 +357,10 @@ def check_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", type=Path, default=Path("report"),
                     help="report folder, relative to the current folder (default: report/)")  # fmt: skip
     ap.add_argument("--no-plots", action="store_true", help="write report.md and report.json without plots")
+    bar = ap.add_mutually_exclusive_group()
+    bar.add_argument("--progress", dest="progress", action="store_true", default=None,
+                     help="show a bar of the draws on stderr (default: when stderr is a terminal)")  # fmt: skip
+    bar.add_argument("--no-progress", dest="progress", action="store_false", help="never show the progress bar")
     return ap
 
 
@@ -475,7 +479,7 @@ def check_main(argv: list[str] | None = None) -> int:
             if args.against:
                 result = check_samplers_agree(*samplers, z, planning_law=target, **common)
             else:
-                result = check_sampler(samplers[0], z, target=target, **common)
+                result = check_sampler(samplers[0], z, target=target, progress=args.progress, **common)
         except (Exception, SamplerError) as e:  # the sampler raised, exited or broke the protocol: no law
             md, fields = _stopped(title, e)
             doc = {**head, "status": "finished", "finished": report.now(), **fields}

@@ -117,7 +117,9 @@ def test_underpowered_run_states_draws_and_seconds():
     s = r.shortfall
     assert s is not None and s["tv"] == 0.1 and r.tv_upper_bound > 0.1
     assert s["n_needed"] > r.n and s["more_draws"] == s["n_needed"] - r.n
-    assert s["seconds_needed"] == pytest.approx(s["n_needed"] * r.seconds / r.n)
+    # at the sampler's measured rate in its draws calls (every row's tokens per second)
+    assert s["seconds_per_draw"] == pytest.approx(r.shape[0] / r.draws_per_s)
+    assert s["seconds_needed"] == pytest.approx(s["n_needed"] * s["seconds_per_draw"])
     assert "**underpowered** for tv = 0.1:" in r.to_markdown() and "underpowered for tv = 0.1:" in repr(r)
 
 

@@ -37,7 +37,17 @@ import torch
 
 from flashsampling.targets._inputs import float_logits
 
-__all__ = ["SEED_ALIASES", "SEED_LIMIT", "SamplerCall", "SamplerError", "prepare_logits", "read_tokens", "seed_form"]
+__all__ = [
+    "SEED_ALIASES",
+    "SEED_LIMIT",
+    "SamplerCall",
+    "SamplerError",
+    "check_tokens",
+    "host_tokens",
+    "prepare_logits",
+    "read_tokens",
+    "seed_form",
+]
 
 #: Seeds passed to a sampler lie in ``[0, SEED_LIMIT)``: int32-safe, so ``numpy.random.seed``,
 #: ``torch.manual_seed`` and ``jax.random.key`` all accept them.
@@ -141,6 +151,11 @@ class SamplerCall:
 
     def __call__(self, logits: torch.Tensor, num_samples: int, seed: int | None) -> np.ndarray:
         """Call the sampler on a copy of ``logits`` and return its tokens as int64 ``[B, num_samples]``."""
+        return host_tokens(self.tokens(logits, num_samples, seed))
+
+    def tokens(self, logits: torch.Tensor, num_samples: int, seed: int | None) -> torch.Tensor | np.ndarray:
+        """Call the sampler on a copy of ``logits``; its tokens checked (:func:`check_tokens`) where they lie: a
+        torch tensor stays on its device (a check counts CUDA tokens there), anything else as an int64 array."""
         z = logits.clone()
         try:
             if not self.seeded:
@@ -152,7 +167,28 @@ class SamplerCall:
         except SystemExit as e:  # a sampler never ends the checker's process
             raise SamplerError(f"sampler {self.name} called sys.exit({e.code!r}) during a call with num_samples="
                                f"{num_samples}, seed={seed}") from e  # fmt: skip
-        return read_tokens(out, (int(logits.shape[0]), num_samples), self.name)
+        return check_tokens(out, (int(logits.shape[0]), num_samples), self.name)
+
+
+def check_tokens(out, shape: tuple[int, ...], name: str) -> torch.Tensor | np.ndarray:
+    """A sampler's output checked where it lies: a torch tensor of integers of ``shape`` (detached, on its device,
+    not copied), or else :func:`read_tokens`'s int64 array; ``TypeError``/``ValueError`` naming the sampler."""
+    if not isinstance(out, torch.Tensor):
+        return read_tokens(out, shape, name)
+    if out.device.type == "meta":
+        raise TypeError(f"sampler {name} returned a tensor on the meta device, which holds no tokens")
+    if out.dtype == torch.bool or out.dtype.is_floating_point or out.dtype.is_complex:
+        raise TypeError(f"sampler {name} must return integer tokens, got dtype={str(out.dtype).replace('torch.', '')}")
+    if tuple(out.shape) != shape:
+        raise ValueError(f"sampler {name} returned shape {tuple(out.shape)}; the protocol asks for {shape}")
+    return out.detach()
+
+
+def host_tokens(tokens: torch.Tensor | np.ndarray) -> np.ndarray:
+    """Checked tokens (:func:`check_tokens`) as a fresh int64 NumPy array on the host."""
+    if isinstance(tokens, torch.Tensor):
+        return np.array(tokens.cpu().numpy(), dtype=np.int64)
+    return tokens
 
 
 def read_tokens(out, shape: tuple[int, ...], name: str) -> np.ndarray:

@@ -26,6 +26,7 @@ __all__ = [
     "mutants_page",
     "report_page",
     "table",
+    "timing_line",
 ]
 
 
@@ -206,6 +207,15 @@ def _check_row(t: dict[str, Any]) -> list[str]:
     ]
 
 
+def timing_line(doc: dict[str, Any]) -> str:
+    """One line on the measured rate and where a check's time went (``SamplerReport.as_dict()``'s ``timing``)."""
+    rate = doc.get("draws_per_s")
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in (doc.get("timing") or {}).items())
+    head = f"measured {rate:.3g} draws/s (tokens of all rows, in the sampler's calls)" if rate else "measured"
+    tail = "; interrupted: the tests read what was drawn" if doc.get("interrupted") else ""
+    return f"{head}; seconds: {parts}{tail}"
+
+
 def check_page(doc: dict[str, Any], *, title: str | None = None, plots: dict[int, str] | None = None) -> str:
     """``report.md`` of a check from ``SamplerReport.as_dict()``: the verdict, the failed tests, every test with
     what it detects at its ``n``, the tests not run and why, the properties; ``plots`` maps a row to an image
@@ -229,6 +239,8 @@ def check_page(doc: dict[str, Any], *, title: str | None = None, plots: dict[int
         + (f", {doc['stream']:,} per stream for the lag scans" if doc["stream"] else "")
         + f"; {doc['calls']} calls; {doc['seconds']:.1f} s; seed {doc['seed']}",
     ]
+    if doc.get("timing"):
+        out.append(f"- {timing_line(doc)}")
     out += [f"- {line}" for line in certificate_lines(doc, markdown=True)]
     if failed:
         out += ["", "## Failed tests", ""]

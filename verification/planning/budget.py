@@ -111,6 +111,10 @@ _ENTRIES = (
     # 64-bit seeds, torch's at 32 bits, seed mod 2**32 at 31 bits), four planted defects that must fail.
     _B("verification.check_streams.exact", seed=3701, n=10_000, alpha=5 * 1e-3),
     _B("verification.check_streams.planted", seed=3702, n=10_000, alpha=1e-3, kind="planted"),
+    # tests/verification/test_scale.py: check_sampler on many calls and with adaptive budgets; eleven runs on exact
+    # samplers at 1e-3, one planted defect (a 3 % temperature error on many calls) that must fail.
+    _B("verification.scale.exact", seed=3901, n=10_000, alpha=11 * 1e-3),
+    _B("verification.scale.planted", seed=3902, n=10_000, alpha=1e-3, kind="planted"),
     # tests/verification/test_agreement.py: check_samplers_agree and assert_same_law; four runs on agreeing
     # samplers at 1e-3 and two assert_same_law calls at 1e-6 (null), planted pairs at their stated deviation; the
     # certificate's coverage measured on planted pairs (a check at level 1e-3).

@@ -29,9 +29,26 @@ bins its pooling forms at ``n``), and the streams' length the largest
 :func:`verification.stats.independence.required_lag_scan_samples` of the independence tests (the ``samples``
 scan at its own lags, the ``halves`` scan on half a call, so a call is twice its need) and the bit calls'
 length :func:`verification.stats.independence.required_streams_scan_samples`.  A call draws
-``c = max(stream length, ceil(n / 2))`` columns, at most ``MAX_CALL_DRAWS``, in ``K >= 2`` calls.  With
-``budget_s``, ``K = 2`` and ``c`` is the most that fits (:func:`columns_for_budget`); the bit calls then share
-one call's worth of draws (``c / S`` each, ``S`` bits).
+``c = max(stream length, ceil(n / 2))`` columns, at most ``MAX_CALL_DRAWS``, in ``K = max(2, ceil(n / c))``
+calls: ``n`` is limited only by ``tv`` (up to :data:`MAX_PLANNED_DRAWS`, 3.4e10 a row), and the counts are
+accumulated call by call (:mod:`verification.runners.tally`), so memory is ``O(B V)`` plus the streams kept for
+the independence tests (at most ``MAX_CALL_DRAWS`` each), whatever ``n``.
+
+With ``budget_s`` (:func:`sizes_for_budget`): what is left after the pilot is split into the time for drawing
+(``1 - TEST_RESERVE`` of it) and the time kept for the tests and the report.  At the pilot's affine cost the
+stream calls (draws 0 and 1, the calls, rows and bit calls, whose streams the independence tests read) get
+:data:`STREAM_SHARE` of the drawing time, and no more stream than the lag scans can read in half the time kept for
+the tests (at the scan cost the pilot measured); the other draws calls have the width that takes about
+:data:`CALL_SHARE` of the drawing time, and their planned number ``K`` fills the rest.  That plan fixes the tests
+(one Holm family, its size declared before the first draw that is tested) and the planned ``n``; the draws then
+*adapt* (:func:`verification.runners.draws.draw`): calls continue until the time reserved for drawing is spent,
+each call's width shrunk where the last call's time says it would overrun, so doubling ``budget_s`` roughly
+doubles ``n``, and a sampler slower than its pilot stops on time with what it drew.  The final ``n`` depends on
+the calls' timing only, never on the values drawn: for a sampler whose running time does not depend on its
+tokens, the counts given ``n`` are multinomial with ``n`` draws, so every test keeps its level ``alpha / m``;
+each test reads the ``n`` actually drawn and states its detectable deviation at it.  The bit calls are left out
+(and the ``seed bits`` scan with them) when their fixed cost per call would take more than :data:`STREAM_SHARE`
+of the drawing time.
 
 A law whose mass is nearly all on few tokens (a peaked row, a head far above a light tail) leaves the
 chi-square one or two bins until ``n`` is large enough for its light part to fill a bin of its own; where
@@ -67,7 +84,9 @@ from .suite import TEST_TITLES, suite_names
 
 __all__ = [
     "LawCase",
+    "BudgetCost",
     "MAX_CALL_DRAWS",
+    "MAX_PLANNED_DRAWS",
     "PILOT_DRAWS",
     "Plan",
     "RowPlan",
@@ -76,6 +95,7 @@ __all__ = [
     "columns_for_tv",
     "plan_check",
     "row_plans",
+    "sizes_for_budget",
     "test_title",
 ]
 
@@ -88,8 +108,19 @@ MAX_CALL_DRAWS = 1 << 20
 #: Columns of a draws call at least: each half of a call holds the ``2 K + 2`` draws of a lag scan over
 #: shifts ``-K..K`` (the ``halves`` scan).
 MIN_COLUMNS = 4 * DEFAULT_MAX_LAG + 4
-#: Draws per row the chi-square planning may ask for before the DKWM test sets the row's draws instead.
-MAX_PLANNED_DRAWS = 1 << 24
+#: Draws per row the chi-square planning may ask for before the DKWM test sets the row's draws instead: what the
+#: draws calls' seeds ``s + k``, ``k < MAX_DRAW_CALLS``, hold at the widest call (2**35, 3.4e10 a row).
+MAX_PLANNED_DRAWS = MAX_DRAW_CALLS * MAX_CALL_DRAWS
+#: Share of the drawing time (with ``budget_s``) planned for the stream calls, whose streams the lag scans read.
+STREAM_SHARE = 0.25
+#: Share of the drawing time (with ``budget_s``) one draws call is planned to take at most: the adaptive draws
+#: re-estimate the rate, and a bar moves, at least this often.
+CALL_SHARE = 1 / 16
+#: Stream-scan units of the independence tests besides the row pairs (with ``budget_s``, the stream length is
+#: bounded by the lag scans' cost): the ``samples`` scan reads about twice as many lags as a two-stream scan, the
+#: ``halves`` scan half a stream, then ``seeds``, ``seed bits`` (the bit streams share one stream's length) and
+#: ``calls`` one each.
+SCAN_UNITS = 2.5 + 3
 #: Draws of the pilot, repeat and moved calls (16 draws a row decide the reproducibility properties: two
 #: independent draws of the same 16 tokens have probability at most ``max_i p_i**16``).
 PILOT_DRAWS = 16
@@ -178,9 +209,10 @@ class Plan:
     rows : tuple of RowPlan
         With each case's ``tail_gap`` set where the tail test runs.
     columns : int
-        Draws per row of each draws call.
+        Draws per row of draws calls 0 and 1 (the streams of the ``samples``, ``halves``, ``rows`` and ``seeds``
+        scans).
     calls : int
-        Number of draws calls (``n = calls * columns`` draws per row).
+        Number of draws calls (with ``budget_s``: planned; the draws continue while the time lasts).
     stream_row : int or None
         The row the independence tests read (``None``: every row's law is one token).
     row_pairs : tuple of (int, int)
@@ -200,6 +232,13 @@ class Plan:
         The seed bits ``j`` of the bit calls (seed ``s xor 2**j``; empty when the seed-bit scan does not run).
     bit_stream : int
         Draws per row of each bit call.
+    width : int
+        Draws per row of the draws calls ``k >= 2`` (``0``: ``columns``).
+    draw_s : float or None
+        With ``budget_s``: seconds reserved for drawing (the draws adapt to them); ``None`` with ``tv``.
+    cost : BudgetCost or None
+        With ``budget_s``: what the pilot measured (the draws predict each call's time from it, then from the
+        calls made).
     """
 
     rows: tuple[RowPlan, ...]
@@ -215,11 +254,20 @@ class Plan:
     how: str = ""
     bits: tuple[int, ...] = ()
     bit_stream: int = 0
+    width: int = 0
+    draw_s: float | None = None
+    cost: BudgetCost | None = None
+
+    @property
+    def call_width(self) -> int:
+        """Draws per row of the draws calls ``k >= 2``."""
+        return self.width or self.columns
 
     @property
     def n(self) -> int:
-        """Draws per row that the distribution tests read."""
-        return self.calls * self.columns
+        """Draws per row planned for the distribution tests (with ``budget_s`` the draws adapt to the time; the
+        report gives the ``n`` drawn)."""
+        return 2 * self.columns + max(0, self.calls - 2) * self.call_width
 
     @property
     def stream_draws(self) -> int:
@@ -303,14 +351,63 @@ def columns_for_budget(seconds: float, cost: tuple[float, float], num_rows: int,
     return int(min(MAX_CALL_DRAWS, max(MIN_COLUMNS, c)))
 
 
+@dataclass(frozen=True)
+class BudgetCost:
+    """What the pilot measured for a budgeted plan: ``call`` seconds per call, ``draw`` seconds per draw of a row
+    (the affine cost ``call + draw * rows * c`` of a call of ``c`` columns), ``scan`` seconds per draw of a
+    stream in a two-stream lag scan, and the widest timed call: ``width`` columns in ``seconds``."""
+
+    call: float
+    draw: float
+    scan: float = 0.0
+    width: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class BudgetSizes:
+    """:func:`sizes_for_budget`'s answer: the stream calls' ``columns``, the other draws calls' ``width``, the
+    planned number of draws ``calls``, the seconds for drawing ``draw_s`` and whether the bit calls fit."""
+
+    columns: int
+    width: int
+    calls: int
+    draw_s: float
+    bits_fit: bool
+
+
+def sizes_for_budget(seconds: float, cost: BudgetCost, num_rows: int, seeded: bool, num_bits: int = 0,
+                     num_pairs: int = 1) -> BudgetSizes:  # fmt: skip
+    """The sizes of a check given ``seconds`` after the pilot (module docstring): ``draw_s = (1 - TEST_RESERVE)
+    seconds`` for drawing; the stream calls' columns from :func:`columns_for_budget` on :data:`STREAM_SHARE` of it,
+    at most what the lag scans read in half of the time kept for the tests (``SCAN_UNITS + num_pairs`` scans at
+    ``cost.scan`` a draw); calls of :data:`CALL_SHARE` of ``draw_s`` after them, as many as fill it."""
+    draw_s = seconds * (1 - TEST_RESERVE)
+    a, b = cost.call, max(cost.draw, 1e-15)
+    bits_fit = num_bits == 0 or a * (3 + num_bits) <= STREAM_SHARE * draw_s
+    bits = num_bits if bits_fit else 0
+    columns = columns_for_budget(STREAM_SHARE * draw_s, (a, b), num_rows, seeded, bits)
+    if cost.scan > 0:
+        scan_bound = seconds * TEST_RESERVE / 2 / (cost.scan * (SCAN_UNITS + num_pairs))
+        columns = int(max(MIN_COLUMNS, min(columns, scan_bound)))
+    streams = 2 + int(seeded) + int(num_rows == 1) + bits
+    row_columns = num_rows * (2 + int(seeded) + int(bits > 0)) + (2 if num_rows == 1 else 0)
+    stream_s = a * streams + b * row_columns * columns
+    width = int(min(MAX_CALL_DRAWS, max(MIN_COLUMNS, (CALL_SHARE * draw_s - a) / (b * num_rows))))
+    more = max(0.0, draw_s - stream_s) / (a + b * num_rows * width)
+    calls = int(min(MAX_DRAW_CALLS, 2 + math.floor(more)))
+    return BudgetSizes(columns, width, calls, draw_s, bits_fit)
+
+
 def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, power: float, seeded: bool,
-               notes: tuple[str, ...] = (), bits: tuple[int, ...] = ()) -> Plan:  # fmt: skip
-    """Decide, for ``calls`` calls of ``columns`` draws, which optional tests run, and name every member;
-    ``bits`` are the seed bits of the seed-bit scan (a seeded sampler's)."""
+               notes: tuple[str, ...] = (), bits: tuple[int, ...] = (), width: int = 0) -> Plan:  # fmt: skip
+    """Decide, for ``calls`` calls of ``columns`` draws (those after the first two of ``width`` where given),
+    which optional tests run, and name every member; ``bits`` are the seed bits of the seed-bit scan (a seeded
+    sampler's)."""
     if calls > MAX_DRAW_CALLS:
         raise ValueError(f"{calls} draws calls exceed the {MAX_DRAW_CALLS} seeds s + k kept for them")
     a = alpha / max_tests(len(rows), seeded)
-    n = calls * columns
+    n = 2 * columns + max(0, calls - 2) * (width or columns)
     planned: list[RowPlan] = []
     tests: list[str] = []
     skipped: dict[str, str] = {}
@@ -359,7 +456,7 @@ def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, powe
         if not pairs and "rows" not in skipped:
             skipped["rows"] = "no two adjacent rows have a law of two or more tokens"
     return Plan(tuple(planned), columns, calls, stream, pairs, seeded, tuple(tests), skipped, notes,
-                bits=bits if "seed bits" in tests else ())  # fmt: skip
+                bits=bits if "seed bits" in tests else (), width=width)  # fmt: skip
 
 
 def _tie_testable(r: RowPlan, n: int, a: float, power: float) -> bool:
@@ -386,24 +483,39 @@ def _no_ties(r: RowPlan, n: int) -> str:
     return f"the largest tied group holds {mass:.3g} of the mass: {n} draws expect {n * mass:.3g} in it, too few"
 
 
-def plan_check(request: CheckRequest, rows: list[RowPlan], cost: tuple[float, float], elapsed: float) -> Plan:
+def plan_check(request: CheckRequest, rows: list[RowPlan], cost: BudgetCost | tuple[float, float],
+               elapsed: float) -> Plan:  # fmt: skip
     """The check's :class:`Plan`: sizes for ``request.tv`` (:func:`columns_for_tv`), or for what is left of
-    ``request.budget_s`` after ``elapsed`` seconds, less :data:`TEST_RESERVE` of it, at the pilot's affine
-    ``cost`` (:func:`columns_for_budget`); then the tests that run at those sizes (:func:`build_plan`)."""
+    ``request.budget_s`` after ``elapsed`` seconds at the pilot's ``cost`` (:func:`sizes_for_budget`); then the
+    tests that run at those sizes (:func:`build_plan`)."""
     seeded = request.call.seeded
     bits = flipped_bits(request.seed_bits) if seeded else ()
     if request.budget_s is not None:
-        left = (request.budget_s - elapsed) * (1 - TEST_RESERVE)
-        columns, calls = columns_for_budget(left, cost, len(rows), seeded, len(bits)), 2
-        how = (f"sizes fit budget_s = {request.budget_s:g} s after a pilot (cost per call {cost[0]:.3g} s + "
-               f"{cost[1]:.3g} s per draw of a row)")  # fmt: skip
-        stream = columns
+        if not isinstance(cost, BudgetCost):
+            cost = BudgetCost(*cost)
+        left = max(0.0, request.budget_s - elapsed)
+        pairs = len(row_pairs([r.probs for r in rows]))
+        sizes = sizes_for_budget(left, cost, len(rows), seeded, len(bits), pairs)
+        dropped = bits and not sizes.bits_fit
+        if dropped:
+            bits = ()
+        columns, calls, width = sizes.columns, sizes.calls, sizes.width
+        plan = build_plan(rows, columns, calls, request.alpha, request.power, seeded, bits=bits, width=width)
+        how = (f"sizes for budget_s = {request.budget_s:g} s: after a {elapsed:.2g} s pilot (cost per call "
+               f"{cost.call:.3g} s + {cost.draw:.3g} s per draw of a row), {sizes.draw_s:.3g} s for drawing, "
+               f"{plan.n:,} draws a row planned, the rest kept for the tests; the draws continue until the drawing "
+               f"time is spent")  # fmt: skip
+        skipped = dict(plan.skipped)
+        if dropped and "seeds" in plan.tests:
+            skipped["seed bits"] = (f"the budget leaves no time for {len(flipped_bits(request.seed_bits))} bit "
+                                    f"calls at {cost.call:.3g} s a call")  # fmt: skip
         bit_stream = max(2 * DEFAULT_MAX_LAG + 2, columns // max(1, len(bits)))
-    else:
-        columns, calls, stream, notes, bit_stream = columns_for_tv(rows, request.tv, request.alpha, request.power,
-                                                                   seeded, len(bits))  # fmt: skip
-        how = (f"sizes planned for total variation tv = {request.tv:g} (each test's own law-aware planner at level "
-               f"alpha/{max_tests(len(rows), seeded)})")  # fmt: skip
-        how += "".join(f"; {note}" for note in notes)
+        return dataclasses.replace(plan, stream=columns, how=how, bit_stream=bit_stream, draw_s=sizes.draw_s,
+                                   skipped=skipped, cost=cost)  # fmt: skip
+    columns, calls, stream, notes, bit_stream = columns_for_tv(rows, request.tv, request.alpha, request.power,
+                                                               seeded, len(bits))  # fmt: skip
+    how = (f"sizes planned for total variation tv = {request.tv:g} (each test's own law-aware planner at level "
+           f"alpha/{max_tests(len(rows), seeded)})")  # fmt: skip
+    how += "".join(f"; {note}" for note in notes)
     plan = build_plan(rows, columns, calls, request.alpha, request.power, seeded, bits=bits)
     return dataclasses.replace(plan, stream=stream, how=how, bit_stream=bit_stream)

@@ -60,6 +60,8 @@ class CheckRequest:
     seed : int
     seed_bits : int
         The seeds passed lie in ``[0, 2**seed_bits)`` (:mod:`verification.planning.streams`).
+    progress : bool or None
+        Show a progress bar of the draws (``None``: when stderr is a terminal).
     """
 
     call: SamplerCall
@@ -74,6 +76,7 @@ class CheckRequest:
     budget_s: float | None
     seed: int
     seed_bits: int = DEFAULT_SEED_BITS
+    progress: bool | None = None
 
     @property
     def speculative(self) -> bool:
@@ -124,7 +127,7 @@ def check_seed(seed, seed_bits) -> tuple[int, int]:
 
 def check_request(sampler, logits, *, target="softmax", temperature=1.0, alpha: float = 1e-3, power: float = 0.99,
                   tv: float | None = None, budget_s: float | None = None, seed: int = 0,
-                  seed_bits: int = DEFAULT_SEED_BITS) -> CheckRequest:  # fmt: skip
+                  seed_bits: int = DEFAULT_SEED_BITS, progress: bool | None = None) -> CheckRequest:  # fmt: skip
     """Check the arguments of :func:`verification.check_sampler` (the same signature) and compute the target law.
 
     Raises
@@ -142,6 +145,8 @@ def check_request(sampler, logits, *, target="softmax", temperature=1.0, alpha: 
     if tv is not None:
         tv = check_deviation(tv, "tv", alpha=alpha, power=power)
     seed, seed_bits = check_seed(seed, seed_bits)
+    if progress is not None and not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress must be True, False or None, got {progress!r}")
     aim = _aim(target)
     call = SamplerCall.wrap(sampler)
     if isinstance(aim, SpeculativeTarget):
@@ -154,4 +159,5 @@ def check_request(sampler, logits, *, target="softmax", temperature=1.0, alpha: 
                              f"shape {tuple(z.shape)}")  # fmt: skip
         temps = temperatures(temperature, z.shape[0])
     probs = aim.probs(z, temps)  # a speculative aim checks the shape (B, K + 1, V)
-    return CheckRequest(call, aim, L, z, temps, probs, alpha, power, tv, budget_s, seed, seed_bits)
+    return CheckRequest(call, aim, L, z, temps, probs, alpha, power, tv, budget_s, seed, seed_bits,
+                        None if progress is None else bool(progress))  # fmt: skip

@@ -18,8 +18,11 @@ repeat          ``L``, 16 draws        ``s + 2**15 + 1``             property: s
 moved           ``[L[B-1], L]``        ``s + 2**15 + 1``             property: a row's tokens do not depend on
                                                                      its batch position or the batch size (not
                                                                      made with per-row parameters)
-cost            ``L``, 128 draws       ``s + 2**15 + 3``             ``budget_s`` only: cost per draw
-draws ``k``     ``L``, ``c``           ``s + k``, ``k < 2**15``      every distribution test (``n = K c``);
+cost            ``L``, 128, 1024, ...  ``s + 2**15 + 3``             ``budget_s`` only: the cost model (calls
+                draws                                                of growing width, neither counted nor
+                                                                     tested)
+draws ``k``     ``L``, ``c_k``         ``s + k``, ``k < 2**15``      every distribution test (``n`` the sum
+                                                                     of the widths ``c_k <= 2**20``);
                                                                      ``k = 0, 1`` are the seed-s and seed-s+1
                                                                      streams of the lag scans
 calls           ``L``, ``m``           ``s + 2**15``                 independence across calls (with draws 0)
@@ -87,7 +90,8 @@ SEED_BITS = (31, 32, 63, 64)
 #: The default: seeds in ``[0, 2**31)``, which every common generator takes.
 DEFAULT_SEED_BITS = 31
 #: Draws calls at most: their seeds ``s + k`` stay below the other calls' offsets.  At the widest call
-#: (``planning.check.MAX_CALL_DRAWS``, 2**20 columns) that is 3.4e10 draws a row.
+#: (``planning.check.MAX_CALL_DRAWS``, 2**20 columns) that is 3.4e10 draws a row, the most a check draws (with
+#: ``budget_s`` the draws stop there whatever time is left).
 MAX_DRAW_CALLS = 1 << 15
 #: Seed offsets of the calls call, the pilot (and repeat, moved), the rows call and the cost call.
 CALLS_SEED_OFFSET = MAX_DRAW_CALLS

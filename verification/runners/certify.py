@@ -13,7 +13,7 @@ An *underpowered* run (the chi-square's detectable total variation at the ``n`` 
 above the asked-for ``tv``; with ``budget_s``, ``tv`` is :data:`verification.planning.request.DEFAULT_TV`) states the
 draws per row the planner asks for at that ``tv`` (:func:`verification.planning.check.columns_for_tv`, and the
 certificate's own twin :func:`verification.stats.tv_certificate.required_certificate_samples`) and the seconds they
-would take at the run's measured rate (its seconds per draw of a row, pilot included: an estimate).
+would take at the run's measured rate (the sampler's seconds per draw of a row in its draws calls: an estimate).
 """
 
 from __future__ import annotations
@@ -89,7 +89,10 @@ def _shortfall(report: SamplerReport, request: CheckRequest, plan: Plan) -> dict
             cert_n = None
             break
     needed = None if tests_n is None or cert_n is None else max(tests_n, cert_n)
-    rate = report.seconds / max(report.n, 1)
+    # Seconds per draw of a row: the sampler's measured rate in the draws phase where there is one (every row's
+    # tokens per second), else the whole run's seconds over its draws (pilot and tests included: an estimate).
+    rows = int(report.shape[0]) if report.shape else 1
+    rate = rows / report.draws_per_s if report.draws_per_s else report.seconds / max(report.n, 1)
     why = []
     if worst_test > tv:
         why.append(f"the chi-square detects total variation {_g(worst_test)} at n = {report.n:,}")

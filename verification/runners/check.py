@@ -4,13 +4,17 @@ Flow: check the arguments once and compute the target law of every row in float6
 sampler receives (:func:`verification.planning.check.check_request`); call the sampler three times on 16 draws
 (the protocol, the reproducibility properties, the cost: :func:`.draws.pilot`); fix the calls and the tests
 (:func:`verification.planning.check.plan_check`) and declare one Holm family of that size; draw
-(:func:`.draws.draw`); run every test into the family; report (:class:`.sampler_report.SamplerReport`).  Nothing
-that is tested depends on the pilot's draws, and the sizes depend on the draws of no call (only, with
-``budget_s``, on timing).  A speculative aim takes the same request through :mod:`.speculative`.
+(:func:`.draws.draw`: many calls of at most ``MAX_CALL_DRAWS`` columns, counted call by call on the tokens'
+device, so memory is ``O(B V)`` at any ``n``); run every test into the family; report
+(:class:`.sampler_report.SamplerReport`, with the measured draws/s and where the time went).  Nothing that is
+tested depends on the pilot's draws, and the sizes depend on the draws of no call (only, with ``budget_s``, on
+timing: the draws continue until the time reserved for them is spent, and each test reads the ``n`` drawn).  A
+speculative aim takes the same request through :mod:`.speculative`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -18,7 +22,7 @@ import numpy as np
 
 from ..planning.check import Plan, RowPlan, plan_check, row_plans, test_title
 from ..planning.request import DEFAULT_TV, check_request
-from ..planning.streams import DEFAULT_SEED_BITS, MAX_SEED, halves, serial_lags
+from ..planning.streams import DEFAULT_SEED_BITS, MAX_SEED, halves, serial_lags, stream_row
 from ..stats.counts import Counts
 from ..stats.family import Family
 from ..stats.independence import lag_scan_test, streams_scan_test
@@ -34,6 +38,9 @@ from .suite import run_suite
 
 __all__ = ["DEFAULT_TV", "MAX_SEED", "check_sampler"]
 
+#: The clock every phase of a check is timed by (and the draws stop by): one place, so that a test can replace it.
+_clock = time.perf_counter
+
 
 def check_sampler(
     sampler,
@@ -47,6 +54,7 @@ def check_sampler(
     budget_s: float | None = None,
     seed: int = 0,
     seed_bits: int = DEFAULT_SEED_BITS,
+    progress: bool | None = None,
 ) -> SamplerReport:
     """Check that ``sampler`` draws exactly from ``target`` on ``logits``: one verdict under one Holm family.
 
@@ -57,6 +65,12 @@ def check_sampler(
     with probability at most ``1 - power``.  With ``tv`` the sizes are planned so that the chi-square tests
     detect a total variation ``tv`` from the target in every row (over all categories: pooled mass
     included) and the lag scans a total variation ``tv`` from independence; ``n`` grows as ``1 / tv**2``.
+    With ``budget_s`` the draws continue until the time reserved for them is spent, so ``n`` grows in proportion
+    to the budget (doubling it roughly doubles ``n``); ``n`` then depends on the calls' timing, never on the
+    tokens drawn, so the guarantee holds at the ``n`` drawn (for a sampler whose running time does not depend on
+    its tokens), and each test states its deviation at that ``n``.  Either way ``n`` is drawn in calls of at most
+    ``MAX_CALL_DRAWS`` columns and counted call by call (torch tokens on their own device), so ``n`` is limited by
+    ``tv`` or ``budget_s`` alone (up to 3.4e10 a row), not by memory.
 
     The sampler protocol (:mod:`verification.battery.protocol`)
     ------------------------------------------------------------
@@ -101,8 +115,12 @@ def check_sampler(
     tv : float in (0, 1], optional
         Total variation to plan for (default :data:`DEFAULT_TV` when ``budget_s`` is not given either).
     budget_s : float > 0, optional
-        Seconds for the whole check: after the pilot, the draws are sized to fit 80 % of what is left
-        (an affine cost model from two timed calls), the rest is kept for the tests.
+        Seconds for the whole check: after the pilot (whose calls of growing width fix an affine cost model),
+        80 % of what is left is reserved for drawing, the rest for the tests and the report.  The plan fixes the
+        tests from the cost model; the draws then adapt: calls continue until the drawing time is spent, each
+        predicted from the last call's time and shrunk where it would overrun, so a sampler slower than its
+        pilot (a quadratic cost, a sleep) still stops on time.  The report gives the planned and the drawn ``n``,
+        the measured draws/s and the seconds of each phase (``report.timing``).
     seed : int in [0, 2**seed_bits)
         Base seed ``s`` of the calls (:mod:`verification.planning.streams` lists every call's seed, each taken
         modulo ``2**seed_bits``).
@@ -110,6 +128,9 @@ def check_sampler(
         The seeds passed to the sampler lie in ``[0, 2**seed_bits)``; 31 (the default) suits every common
         generator (``numpy.random.seed``, ``jax.random.key``); 64 tests a sampler keyed by 64-bit seeds in
         all of them (truncation to 32 bits included).
+    progress : bool, optional
+        Show a progress bar with an ETA of the draws on stderr once the check has run 2 s (``None``, the default:
+        when stderr is a terminal).
 
     Returns
     -------
@@ -146,22 +167,69 @@ def check_sampler(
     (True, 7172)
     >>> statistic, pvalue = report.test("row 0: pearson")
     """
-    t0 = time.perf_counter()
+    clock = _clock
+    t0 = clock()
     request = check_request(sampler, logits, target=target, temperature=temperature, alpha=alpha, power=power,
-                            tv=tv, budget_s=budget_s, seed=seed, seed_bits=seed_bits)  # fmt: skip
+                            tv=tv, budget_s=budget_s, seed=seed, seed_bits=seed_bits,
+                            progress=progress)  # fmt: skip
     if request.speculative:
         return check_speculative(request, started=t0)
     rows = row_plans(request)
-    properties, cost = pilot(request)
-    plan = plan_check(request, rows, cost, time.perf_counter() - t0)
+    properties, cost, pilot_calls = pilot(request, clock=clock)
+    t_pilot = clock()
+    if cost is not None:
+        cost = dataclasses.replace(cost, scan=_scan_seconds(rows, clock))
+    elapsed = clock() - t0
+    plan = plan_check(request, rows, cost or (0.0, 0.0), elapsed)
+    deadline = None if plan.draw_s is None else t0 + elapsed + plan.draw_s
     family = Family(alpha=request.alpha, size=len(plan.tests), name=request.call.name)
-    draws = draw(request, plan)
+    t_plan = clock()
+    draws = draw(request, plan, deadline=deadline, progress=request.progress, pilot_calls=pilot_calls, clock=clock)
+    t_draw = clock()
     _run_tests(plan, draws, family, request.power)
+    t_test = clock()
+    rate = draws.tokens / draws.sampler_s if draws.sampler_s > 0 else None
+    how = plan.how
+    if plan.draw_s is not None or draws.interrupted:
+        how += f"; drawn: {draws.n:,} draws a row (planned {plan.n:,}) in {draws.draw_calls} draws calls" + (
+            ", interrupted (KeyboardInterrupt): the tests read what was drawn" if draws.interrupted else ""
+        )
     report = sampler_report(request, family, plan.tests, test_title, properties=properties, skipped=plan.skipped,
-                            shape=tuple(int(s) for s in request.values.shape), n=plan.n, stream=plan.stream,
-                            calls=draws.calls, seconds=time.perf_counter() - t0, how=plan.how)  # fmt: skip
+                            shape=tuple(int(s) for s in request.values.shape), n=draws.n, stream=plan.stream,
+                            calls=draws.calls, seconds=t_test - t0, how=how, planned_n=plan.n, draws_per_s=rate,
+                            interrupted=draws.interrupted)  # fmt: skip
     report.diagnoses = diagnose(report, request, plan, draws.counts)
-    return certify(report, request, plan, draws.counts)
+    report = certify(report, request, plan, draws.counts)
+    t_end = clock()
+    report.timing = {
+        "pilot": t_pilot - t0,
+        "planning": t_plan - t_pilot,
+        "drawing": draws.sampler_s,
+        "counting": draws.counting_s,
+        "other calls": max(0.0, (t_draw - t_plan) - draws.sampler_s - draws.counting_s),
+        "testing": t_test - t_draw,
+        "reporting": t_end - t_test,
+    }
+    report.seconds = t_end - t0
+    return report
+
+
+#: Draws of each synthetic stream the scan cost is timed on (with ``budget_s``).
+_SCAN_PROBE = 1 << 16
+
+
+def _scan_seconds(rows: list[RowPlan], clock) -> float:
+    """Seconds per stream draw of a two-stream lag scan, timed on two streams of the stream row's law (drawn by
+    NumPy, not by the sampler, and never tested): the cost that bounds the streams with ``budget_s``."""
+    sr = stream_row([r.probs for r in rows])
+    if sr is None:
+        return 0.0
+    p = rows[sr].probs
+    rng = np.random.default_rng(0)
+    x, y = (rng.choice(p.size, _SCAN_PROBE, p=p / p.sum()) for _ in range(2))
+    t = clock()
+    lag_scan_test(x, y, num_categories=p.size)
+    return (clock() - t) / _SCAN_PROBE
 
 
 def _tie_test(counts: Counts, r: RowPlan, alpha: float, power: float) -> StatResult:

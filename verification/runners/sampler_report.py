@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..outputs.markdown import certificate_lines, check_page, detects, diagnosis_lines
+from ..outputs.markdown import certificate_lines, check_page, detects, diagnosis_lines, timing_line
 from ..planning.request import CheckRequest
 from ..stats.family import Family
 from ..stats.results import StatResult, UnpacksLikeScipy, fmt
@@ -144,6 +144,15 @@ class SamplerReport:
     diagnoses : list of dict
         Per failing test: ``test``, ``row``, the worst ``tokens`` (token, observed, expected, logit, probability,
         residual) and the likely ``mechanism`` (:mod:`.diagnosis`); empty when the check passed.
+    planned_n : int or None
+        Draws per row the plan expected (with ``budget_s`` the draws adapt to the time: ``n`` is what was drawn).
+    draws_per_s : float or None
+        The sampler's measured rate: tokens (every row's) per second in its calls of the draws phase.
+    timing : dict[str, float] or None
+        Seconds of each phase: ``pilot``, ``planning``, ``drawing`` (in the sampler's calls), ``counting``,
+        ``other calls`` (the rest of the draws phase), ``testing``, ``reporting``.
+    interrupted : bool
+        A ``KeyboardInterrupt`` stopped the draws; the tests read what was drawn.
     """
 
     passed: bool
@@ -171,6 +180,10 @@ class SamplerReport:
     tail_bounds: list[dict[str, Any]] = field(default_factory=list)
     shortfall: dict[str, Any] | None = None
     diagnoses: list[dict[str, Any]] = field(default_factory=list)
+    planned_n: int | None = None
+    draws_per_s: float | None = None
+    timing: dict[str, float] | None = None
+    interrupted: bool = False
 
     @property
     def level(self) -> float:
@@ -214,6 +227,10 @@ class SamplerReport:
             "shortfall": self.shortfall,
             "diagnoses": list(self.diagnoses),
             "seconds": self.seconds,
+            "planned_n": self.planned_n,
+            "draws_per_s": self.draws_per_s,
+            "timing": None if self.timing is None else dict(self.timing),
+            "interrupted": self.interrupted,
             "plan": self.plan,
             "tests": [t.as_dict() for t in self.tests],
             "properties": [asdict(p) for p in self.properties],
@@ -237,6 +254,8 @@ class SamplerReport:
             f"{len(self.tests)} tests pass at family-wise alpha={fmt(self.alpha)} (Holm); sampler={self.sampler}, "
             f"target={self.target}, n={self.n} per row, {self.seconds:.1f} s)"
         ]
+        if self.timing is not None:
+            lines.append(f"  {timing_line(self.as_dict())}")
         doc = self.as_dict()
         lines += [f"  {line}" for line in certificate_lines(doc)]
         for t in self.tests:
@@ -254,7 +273,8 @@ class SamplerReport:
 
 def sampler_report(request: CheckRequest, family: Family, names: Sequence[str], title: Callable[[str], str], *,
                    properties: list[Property], skipped: dict[str, str], shape: tuple[int, ...], n: int, stream: int,
-                   calls: int, seconds: float, how: str) -> SamplerReport:  # fmt: skip
+                   calls: int, seconds: float, how: str, planned_n: int | None = None,
+                   draws_per_s: float | None = None, interrupted: bool = False) -> SamplerReport:  # fmt: skip
     """The report of a check: its family's members ``names``, in that order, each titled by ``title``."""
     members = {m.name: m for m in family.members()}
     tests = []
@@ -285,4 +305,7 @@ def sampler_report(request: CheckRequest, family: Family, names: Sequence[str], 
         seconds=seconds,
         plan=how,
         seed_bits=request.seed_bits,
+        planned_n=planned_n,
+        draws_per_s=draws_per_s,
+        interrupted=interrupted,
     )
