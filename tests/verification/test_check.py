@@ -185,7 +185,17 @@ def test_batch_of_rows_with_different_logits_shares_one_family():
     assert r.passed
     pairs = [t.name for t in r.tests if t.name.startswith("rows ")]
     assert len(pairs) == MAX_ROW_PAIRS and pairs[0] == "rows 0-1"
-    assert len({t.level for t in r.tests}) == 1 and len(r.tests) == 12 * 6 + 2 + MAX_ROW_PAIRS + 3
+    assert len({t.level for t in r.tests}) == 1 and len(r.tests) == 12 * 6 + 2 + MAX_ROW_PAIRS + 1 + 3
+    far = r.test("row distances").result
+    assert far.passed and [s for s in far.labels] == [f"rows 0-{d}" for d in range(2, 12)]
+
+
+def test_rows_that_share_noise_far_apart_are_caught():
+    """Noise keyed by a batch slot modulo 9: rows 0 and 9 read the same uniforms, every adjacent pair is
+    independent; the ``row distances`` scan (row 0 against rows 2..) finds it, the adjacent pairs do not."""
+    z = np.random.default_rng(6).normal(0, 2, (12, 40)).astype(np.float32)
+    r = check_sampler(examples.rows_9_apart_share_noise, z, tv=0.1, seed=EXACT.seed + 6)
+    assert [t.name for t in r.failures()] == ["row distances"]
 
 
 def test_per_row_temperatures_and_float64_logits():

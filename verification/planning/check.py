@@ -14,11 +14,13 @@ law is a single token has the range test only.  Independence, on the row of the 
 corrected by Bonferroni over what it scans (:func:`verification.stats.independence.lag_scan_test`; the streams
 and their seeds: :mod:`verification.planning.streams`): ``samples`` (draws ``j`` and ``j + l`` of one call, ``l``
 in ``1..8``, every power of two up to half the call, and half the call), ``halves`` (the first half of a call
-against its second half read backwards), ``rows b-b+1`` (rows ``b`` and ``b + 1`` of draws 0, shifts ``-8..8``;
-with ``B = 1`` the rows call), ``seeds`` (draws 0 against draws 1: seeds ``s`` and ``s + 1``, shifts
-``-8..8``), ``seed bits`` (draws 0 against each bit call, seed ``s xor 2**j`` for ``j = 16 .. seed_bits - 1``,
-shifts ``-8..8``, Bonferroni over bits and shifts: :func:`verification.stats.independence.streams_scan_test`)
-and ``calls`` (draws 0 against the calls call; seedless: draws 0 against draws 1).
+against its second half read backwards), ``rows b-b+1`` (rows ``b`` and ``b + 1`` of draws 0, shifts ``-8..8``; with
+``B = 1`` the rows call), ``row distances`` (the first spread row ``r0`` against each row ``r0 + d``, ``d = 2 ..
+64``, of draws 0, shifts ``-8..8``, Bonferroni over rows and shifts), ``seeds`` (draws 0 against draws 1: seeds
+``s`` and ``s + 1``, shifts ``-8..8``), ``seed bits`` (draws 0 against each bit call, seed ``s xor 2**j`` for ``j =
+16 .. seed_bits - 1``, shifts ``-8..8``, Bonferroni over bits and shifts:
+:func:`verification.stats.independence.streams_scan_test`) and ``calls`` (draws 0 against the calls call; seedless:
+draws 0 against draws 1).
 
 Sizes
 -----
@@ -79,7 +81,15 @@ from ..stats.power import smallest_n
 from ..stats.tails import far_tail
 from ..stats.ties import min_detectable_tie_shift
 from .request import CheckRequest
-from .streams import MAX_DRAW_CALLS, MAX_ROW_PAIRS, flipped_bits, row_pairs, serial_lags, stream_row
+from .streams import (
+    MAX_DRAW_CALLS,
+    MAX_ROW_PAIRS,
+    flipped_bits,
+    row_distances,
+    row_pairs,
+    serial_lags,
+    stream_row,
+)
 from .suite import TEST_TITLES, suite_names
 
 __all__ = [
@@ -137,6 +147,7 @@ _TITLES = {
     "samples": f"independent draws in a call (lags 1..{DEFAULT_MAX_LAG}, powers of two, half the call)",
     "halves": f"a call's halves, the second read backwards (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
     "rows": f"independent rows (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
+    "row distances": f"independent rows r0, r0 + d, d >= 2 (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
     "seeds": f"independent seeds s, s+1 (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
     "seed bits": f"independent seeds s, s xor 2^j, j >= 16 (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
     "calls": f"independent calls (shifts -{DEFAULT_MAX_LAG}..{DEFAULT_MAX_LAG})",
@@ -239,6 +250,11 @@ class Plan:
     cost : BudgetCost or None
         With ``budget_s``: what the pilot measured (the draws predict each call's time from it, then from the
         calls made).
+    distance_rows : tuple of int
+        ``(r0, r0 + d, ...)`` of the ``row distances`` scan (:func:`verification.planning.streams.row_distances`;
+        empty when it does not run).
+    distance_stream : int
+        Draws per row of draws call 0 that scan reads (the rows share one stream's worth).
     """
 
     rows: tuple[RowPlan, ...]
@@ -257,6 +273,8 @@ class Plan:
     width: int = 0
     draw_s: float | None = None
     cost: BudgetCost | None = None
+    distance_rows: tuple[int, ...] = ()
+    distance_stream: int = 0
 
     @property
     def call_width(self) -> int:
@@ -277,10 +295,10 @@ class Plan:
 
 def max_tests(num_rows: int, seeded: bool) -> int:
     """Family size with every optional test included (the level the sizes are planned at is alpha over it):
-    per row :data:`ROW_TESTS`; ``samples``, ``halves``, the row pairs, ``calls``, and ``seeds`` and ``seed bits``
-    when the sampler takes a seed."""
+    per row :data:`ROW_TESTS`; ``samples``, ``halves``, the row pairs, ``row distances`` (three rows or more),
+    ``calls``, and ``seeds`` and ``seed bits`` when the sampler takes a seed."""
     pairs = max(1, min(num_rows - 1, MAX_ROW_PAIRS))
-    return num_rows * len(ROW_TESTS) + 2 + pairs + (3 if seeded else 1)
+    return num_rows * len(ROW_TESTS) + 2 + pairs + int(num_rows >= 3) + (3 if seeded else 1)
 
 
 def _serial_need(p: np.ndarray, tv: float, a: float, power: float) -> int:
@@ -303,10 +321,11 @@ def _gof_draws(r: RowPlan, tv: float, a: float, power: float) -> tuple[int, str 
 
 
 def columns_for_tv(rows: list[RowPlan], tv: float, alpha: float, power: float, seeded: bool,
-                   num_bits: int = 0) -> tuple[int, int, int, tuple[str, ...], int]:  # fmt: skip
-    """``(columns, calls, stream, notes, bit_stream)`` for a declared total variation ``tv`` (see the module
-    docstring): the draws calls' columns and number, the length of the calls and rows calls' streams, the notes
-    of rows planned by the DKWM test, and the length of each of the ``num_bits`` bit calls."""
+                   num_bits: int = 0) -> tuple[int, int, int, tuple[str, ...], int, int]:  # fmt: skip
+    """``(columns, calls, stream, notes, bit_stream, distance_stream)`` for a declared total variation ``tv`` (see
+    the module docstring): the draws calls' columns and number, the length of the calls and rows calls' streams,
+    the notes of rows planned by the DKWM test, the length of each of the ``num_bits`` bit calls, and the draws of
+    draws call 0 each row of the ``row distances`` scan reads."""
     a = alpha / max_tests(len(rows), seeded)
     n = 1
     notes = []
@@ -316,7 +335,7 @@ def columns_for_tv(rows: list[RowPlan], tv: float, alpha: float, power: float, s
             n = max(n, m)
             if note:
                 notes.append(note)
-    stream = bit_stream = 2 * DEFAULT_MAX_LAG + 2
+    stream = bit_stream = distance_stream = 2 * DEFAULT_MAX_LAG + 2
     call = MIN_COLUMNS
     s = stream_row([r.probs for r in rows])
     if s is not None:
@@ -333,9 +352,25 @@ def columns_for_tv(rows: list[RowPlan], tv: float, alpha: float, power: float, s
                 bit_stream = required_streams_scan_samples(tv, p, p, num_streams=num_bits, alpha=a, power=power)
         except ValueError:
             pass
+        far = row_distances([r.probs for r in rows])
+        if far:
+            try:  # the row distances scan reads the first draws call: r0 against each row r0 + d
+                need = required_streams_scan_samples(tv, rows[far[0]].probs, p, num_streams=len(far) - 1, alpha=a,
+                                                     power=power)  # fmt: skip
+                distance_stream = max(distance_stream, min(MAX_CALL_DRAWS, need))
+                call = max(call, distance_stream)
+            except ValueError:
+                pass
     stream = min(MAX_CALL_DRAWS, stream)
     columns = min(MAX_CALL_DRAWS, max(stream, call, math.ceil(n / 2)))
-    return columns, max(2, math.ceil(n / columns)), stream, tuple(notes), min(MAX_CALL_DRAWS, bit_stream)
+    return (
+        columns,
+        max(2, math.ceil(n / columns)),
+        stream,
+        tuple(notes),
+        min(MAX_CALL_DRAWS, bit_stream),
+        min(columns, distance_stream),
+    )
 
 
 def columns_for_budget(seconds: float, cost: tuple[float, float], num_rows: int, seeded: bool,
@@ -400,10 +435,12 @@ def sizes_for_budget(seconds: float, cost: BudgetCost, num_rows: int, seeded: bo
 
 
 def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, power: float, seeded: bool,
-               notes: tuple[str, ...] = (), bits: tuple[int, ...] = (), width: int = 0) -> Plan:  # fmt: skip
+               notes: tuple[str, ...] = (), bits: tuple[int, ...] = (), width: int = 0,
+               distance_stream: int | None = None) -> Plan:  # fmt: skip
     """Decide, for ``calls`` calls of ``columns`` draws (those after the first two of ``width`` where given),
     which optional tests run, and name every member; ``bits`` are the seed bits of the seed-bit scan (a seeded
-    sampler's)."""
+    sampler's); ``distance_stream`` the draws each row of the ``row distances`` scan reads (``None``: the rows
+    share one call's worth, ``columns / (rows - 1)`` each)."""
     if calls > MAX_DRAW_CALLS:
         raise ValueError(f"{calls} draws calls exceed the {MAX_DRAW_CALLS} seeds s + k kept for them")
     a = alpha / max_tests(len(rows), seeded)
@@ -433,7 +470,8 @@ def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, powe
         tests.append(prefix + "range")
     stream = stream_row([r.probs for r in rows])
     pairs = row_pairs([r.probs for r in rows])
-    streams = ("samples", "halves", "rows", "seeds", "seed bits", "calls")
+    far = row_distances([r.probs for r in rows])
+    streams = ("samples", "halves", "rows", "row distances", "seeds", "seed bits", "calls")
     if stream is None:
         for name in streams:
             skipped[name] = "every row's law is a single token: draws of one token are independent"
@@ -442,10 +480,12 @@ def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, powe
         if min(table_shape(p, p, columns // 2 - DEFAULT_MAX_LAG)) < 2:
             for name in streams:
                 skipped[name] = f"{columns} draws a call form no 2 x 2 table (one class holds the mass)"
-            pairs = ()
+            pairs = far = ()
         else:
             tests += ["samples", "halves"]
             tests += [f"rows {b0}-{b1}" if len(rows) > 1 else "rows 0-0'" for b0, b1 in pairs]
+            if far:
+                tests.append("row distances")
             if seeded:
                 tests.append("seeds")
                 if bits:
@@ -455,8 +495,13 @@ def build_plan(rows: list[RowPlan], columns: int, calls: int, alpha: float, powe
             tests.append("calls")
         if not pairs and "rows" not in skipped:
             skipped["rows"] = "no two adjacent rows have a law of two or more tokens"
+        if not far and "row distances" not in skipped:
+            skipped["row distances"] = "no two rows 2 or more apart have laws of two or more tokens"
+    if distance_stream is None:
+        distance_stream = max(2 * DEFAULT_MAX_LAG + 2, columns // max(1, len(far) - 1))
     return Plan(tuple(planned), columns, calls, stream, pairs, seeded, tuple(tests), skipped, notes,
-                bits=bits if "seed bits" in tests else (), width=width)  # fmt: skip
+                bits=bits if "seed bits" in tests else (), width=width, distance_rows=far,
+                distance_stream=min(columns, distance_stream) if far else 0)  # fmt: skip
 
 
 def _tie_testable(r: RowPlan, n: int, a: float, power: float) -> bool:
@@ -494,7 +539,7 @@ def plan_check(request: CheckRequest, rows: list[RowPlan], cost: BudgetCost | tu
         if not isinstance(cost, BudgetCost):
             cost = BudgetCost(*cost)
         left = max(0.0, request.budget_s - elapsed)
-        pairs = len(row_pairs([r.probs for r in rows]))
+        pairs = len(row_pairs([r.probs for r in rows])) + int(bool(row_distances([r.probs for r in rows])))
         sizes = sizes_for_budget(left, cost, len(rows), seeded, len(bits), pairs)
         dropped = bits and not sizes.bits_fit
         if dropped:
@@ -512,10 +557,11 @@ def plan_check(request: CheckRequest, rows: list[RowPlan], cost: BudgetCost | tu
         bit_stream = max(2 * DEFAULT_MAX_LAG + 2, columns // max(1, len(bits)))
         return dataclasses.replace(plan, stream=columns, how=how, bit_stream=bit_stream, draw_s=sizes.draw_s,
                                    skipped=skipped, cost=cost)  # fmt: skip
-    columns, calls, stream, notes, bit_stream = columns_for_tv(rows, request.tv, request.alpha, request.power,
-                                                               seeded, len(bits))  # fmt: skip
+    columns, calls, stream, notes, bit_stream, distance_stream = columns_for_tv(
+        rows, request.tv, request.alpha, request.power, seeded, len(bits))  # fmt: skip
     how = (f"sizes planned for total variation tv = {request.tv:g} (each test's own law-aware planner at level "
            f"alpha/{max_tests(len(rows), seeded)})")  # fmt: skip
     how += "".join(f"; {note}" for note in notes)
-    plan = build_plan(rows, columns, calls, request.alpha, request.power, seeded, bits=bits)
+    plan = build_plan(rows, columns, calls, request.alpha, request.power, seeded, bits=bits,
+                      distance_stream=distance_stream)  # fmt: skip
     return dataclasses.replace(plan, stream=stream, how=how, bit_stream=bit_stream)

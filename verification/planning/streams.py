@@ -48,6 +48,8 @@ streams, each a lag scan corrected by Bonferroni over what it scans
 * ``halves``: the first half of a call against its second half read backwards (a call that mirrors itself);
 * ``rows b-b+1``: rows ``b`` and ``b + 1`` of one call (:func:`row_pairs`, at most :data:`MAX_ROW_PAIRS`),
   shifts ``-8..8``;
+* ``row distances``: row ``r0`` against each row ``r0 + d``, ``d = 2 .. 64``, of one call (:func:`row_distances`),
+  shifts ``-8..8``, Bonferroni over the rows and the shifts (noise keyed by a batch slot modulo ``d``);
 * ``seeds``: seeds ``s`` and ``s + 1``, shifts ``-8..8`` (a counter advanced by the seed);
 * ``seed bits``: seed ``s`` against each ``s xor 2**j``, ``j = 16 .. b - 1``, shifts ``-8..8``, Bonferroni over
   the bits and the shifts (a seed truncated to ``j`` bits, or hashed so that two seeds collide, gives two
@@ -69,6 +71,7 @@ __all__ = [
     "DEFAULT_SEED_BITS",
     "FIRST_FLIPPED_BIT",
     "MAX_DRAW_CALLS",
+    "MAX_ROW_DISTANCE",
     "MAX_ROW_PAIRS",
     "MAX_SEED",
     "PILOT_SEED_OFFSET",
@@ -79,6 +82,7 @@ __all__ = [
     "flipped_seed",
     "halves",
     "max_seed",
+    "row_distances",
     "row_pairs",
     "serial_lags",
     "shift_lags",
@@ -104,6 +108,8 @@ FIRST_FLIPPED_BIT = 16
 MAX_SEED = (1 << DEFAULT_SEED_BITS) - 1
 #: Adjacent row pairs tested for independence at most (rows 0-1, ..., 7-8).
 MAX_ROW_PAIRS = 8
+#: Row distances the ``row distances`` scan covers at most: rows ``r0 + d`` for ``d = 2 .. MAX_ROW_DISTANCE``.
+MAX_ROW_DISTANCE = 64
 
 
 def max_seed(seed_bits: int) -> int:
@@ -168,3 +174,18 @@ def row_pairs(laws: Sequence[np.ndarray]) -> tuple[tuple[int, int], ...]:
         return ((0, 0),) if spread[0] else ()
     pairs = [(b, b + 1) for b in range(len(laws) - 1) if spread[b] and spread[b + 1]]
     return tuple(pairs[:MAX_ROW_PAIRS])
+
+
+def row_distances(laws: Sequence[np.ndarray]) -> tuple[int, ...]:
+    """The rows of the ``row distances`` scan: ``(r0, r0 + d, ...)``, ``r0`` the first row whose law has two tokens
+    or more and ``d = 2 .. MAX_ROW_DISTANCE`` where row ``r0 + d``'s law has two or more too (distance 1 is the
+    adjacent pairs' scan); ``()`` when fewer than two such rows.  Noise keyed by a batch slot modulo ``m`` (or any
+    rule that gives rows ``d`` apart the same noise, wherever they sit) pairs ``r0`` with ``r0 + m``: the scan
+    finds it; a dependence between two rows neither of which is ``r0`` and not ``d`` apart for every ``r0`` is not
+    covered."""
+    spread = [np.count_nonzero(p) >= 2 for p in laws]
+    if not any(spread):
+        return ()
+    r0 = spread.index(True)
+    others = [r0 + d for d in range(2, MAX_ROW_DISTANCE + 1) if r0 + d < len(laws) and spread[r0 + d]]
+    return (r0, *others) if others else ()

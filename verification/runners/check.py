@@ -89,7 +89,8 @@ def check_sampler(
     nats below the top, the deepest the draws can test; none when the target has none), tie bias on the
     largest group of tied logits, and range (every draw in ``[0, V)`` and, for a truncated target, in its
     support).  Independence: draws ``j, j + l`` of one call (lags 1..8, every power of two up to half the call,
-    and half the call), the halves of a call (the second read backwards), adjacent rows of one call, seeds
+    and half the call), the halves of a call (the second read backwards), adjacent rows of one call, the first row
+    against each row 2 to 64 below it (noise keyed by a batch slot modulo ``d``), seeds
     ``s`` and ``s + 1``, seeds ``s`` and ``s xor 2**j`` for every bit ``j = 16 .. seed_bits - 1`` (a seed
     truncated or hashed to fewer bits gives two equal streams), and two calls, each a lag scan over shifts -8..8
     (or the lags) corrected by Bonferroni over what it scans, so a stream that overlaps another with a shift is
@@ -265,6 +266,12 @@ def _run_tests(plan: Plan, d: Draws, family: Family, power: float) -> None:
         else:
             family.add(f"rows {b0}-{b1}", lag_scan_test(d.first[b0], d.first[b1], num_categories=v, alpha=a,
                                                         power=power))  # fmt: skip
+    if "row distances" in names:
+        r0, *far = plan.distance_rows
+        m = plan.distance_stream
+        family.add("row distances", streams_scan_test(d.first[r0][:m], [d.first[k][:m] for k in far],
+                                                      labels=[f"rows {r0}-{k}" for k in far], num_categories=v,
+                                                      alpha=a, power=power))  # fmt: skip
     if "seeds" in names:
         family.add("seeds", lag_scan_test(x, d.second, num_categories=v, alpha=a, power=power))
     if "seed bits" in names:

@@ -284,7 +284,7 @@ def draw(request: CheckRequest, plan: Plan, *, deadline: float | None = None, pr
     sr = plan.stream_row
     tally = Tally(b, v)
     timer = _Clock(plan.cost, deadline, clock)
-    keep = sorted({sr, *(r for pair in plan.row_pairs for r in pair)} - {None})
+    keep = sorted({sr, *(r for pair in plan.row_pairs for r in pair), *plan.distance_rows} - {None})
     bar = DrawProgress(show_progress(progress), plan.n, clock=clock)
     widths: list[int] = []
 
