@@ -129,7 +129,7 @@ def seed(draw, *, bad: bool = False, tensors: bool = False) -> Arg:
     if bad:
         options = [lit(-1, p), lit(2**64, p), lit(1.5, p), lit("1", p), lit(True, p), lit(np.bool_(False), p),
                    tensor(TensorRecipe((), "int32", values=five), p),
-                   tensor(TensorRecipe((1,), "int64", values=five), p),
+                   tensor(TensorRecipe((1, 1), "int64", values=five), p),  # ([1] is a batch of one's row seeds)
                    tensor(TensorRecipe((), "float32", values=five), p),
                    tensor(TensorRecipe((), "int64", device="meta", values=five), p)]  # fmt: skip
         if not tensors:
