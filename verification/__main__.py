@@ -36,7 +36,9 @@ import json
 import math
 import os
 import shlex
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -144,18 +146,38 @@ def _open_report(ap: argparse.ArgumentParser, where: Path, head: dict[str, Any])
     return out
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived during a run (a job scheduler's stop, ``kill``, a CI timeout)."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated(f"signal {signum}")
+
+
 def _guarded(out: Path, head: dict[str, Any], body: Callable[[], R]) -> R | None:
-    """``body()``, which writes the report folder ``out``; ``None`` after a Ctrl-C, which, like a crash, leaves
-    the folder saying that the run did not finish (no verdict)."""
+    """``body()``, which writes the report folder ``out``; ``None`` after a Ctrl-C or a SIGTERM, which, like a
+    crash, leave the folder saying that the run did not finish (no verdict; exit status 130 or 143 from
+    :func:`main`)."""
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if _main_thread() else None
     try:
         return body()
-    except KeyboardInterrupt:
-        report.interrupted(out, head, "KeyboardInterrupt")
-        print(f"\ninterrupted; {out}/report.json says so", file=sys.stderr)
+    except (KeyboardInterrupt, Terminated) as e:
+        reason = "KeyboardInterrupt" if isinstance(e, KeyboardInterrupt) else "SIGTERM"
+        report.interrupted(out, head, reason)
+        print(f"\ninterrupted ({reason}); {out}/report.json says so", file=sys.stderr)
+        if isinstance(e, Terminated):
+            raise SystemExit(128 + signal.SIGTERM) from None
         return None
     except BaseException as e:
         report.interrupted(out, head, f"{type(e).__name__}: {e}")
         raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 # ---------------------------------------------------------------------------------------------

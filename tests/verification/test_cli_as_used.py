@@ -287,3 +287,28 @@ def test_from_the_users_folder_with_a_read_only_install(user, tmp_path_factory):
                           capture_output=True, text=True, cwd=user, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (user / "rep" / "report.json").exists() and not (ROOT / "rep").exists()
+
+
+def test_sigterm_during_a_run_leaves_a_report_saying_so(user):
+    """A SIGTERM (a scheduler's stop, a CI timeout) in the middle of the draws: exit 143 and report.json saying
+    the run was interrupted by SIGTERM, never "running" (the defect) and never a verdict."""
+    import json
+    import signal
+    import time
+
+    (user / "slow.py").write_text("import time\n\nfrom mine import exact\n\n\ndef f(logits, num_samples, seed):\n"
+                                  "    time.sleep(0.05)\n    return exact(logits, num_samples, seed)\n")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen([sys.executable, "-m", "verification", "check", "slow:f", "--case", "tiny-V3",
+                             "--budget", "120", "--out", "term"], cwd=user, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    target = user / "term" / "report.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (target.is_file() and '"running"' in target.read_text()):
+        time.sleep(0.2)
+    time.sleep(1.0)  # into the draws
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    js = json.loads(target.read_text())
+    assert proc.returncode == 128 + signal.SIGTERM, out + err
+    assert js["status"] == "interrupted" and js["reason"] == "SIGTERM" and js["passed"] is None
