@@ -129,3 +129,27 @@ def test_the_acceptance_table_is_recorded_and_as_required():
         assert cells[0] == run.label and cells[1].startswith(run.case)
         assert cells[6] == ("pass" if run.exact else "**FAIL**") and cells[7] == "yes", row
     assert "detects with power" in block
+
+
+def test_the_budget_table_is_the_render_of_its_recorded_runs():
+    """docs/verify-your-sampler.md's budget table is :func:`budget_table.render` of the recorded runs, every exact
+    sampler passes at every budget it ran, and every defect is caught at some budget (the fp16 rounding excepted
+    where its total variation is below what the largest budget's draws resolve: the row says so)."""
+    import json
+
+    from verification.runners import budget_table
+
+    doc = json.loads(budget_table.RESULTS.read_text())
+    text = PAGE.read_text()
+    start = text.index(budget_table.BEGIN.split(" (")[0])
+    block = text[start : text.index(budget_table.END, start) + len(budget_table.END)]
+    assert block == budget_table.render(doc), "run: python -m verification.runners.budget_table --write " + str(PAGE)
+    budgets = sorted({float(r["budget_s"]) for r in doc["runs"]})
+    assert budgets == list(budget_table.BUDGETS)
+    runs = {(r["label"], float(r["budget_s"])): r for r in doc["runs"]}
+    for e in budget_table.ENTRIES:
+        ran = [runs.get((e.label, b)) for b in budgets]
+        v = budget_table.verdict(e, ran, budgets)
+        assert ("passes at every budget" if e.exact else "caught from") in v or e.rounding == "float16", (e.label, v)
+        if e.exact:
+            assert all(r is not None and r["tv_upper_bound"] is not None for r in ran), e.label
