@@ -8,7 +8,8 @@ bincount per block of rows: token ``x`` of row ``b`` lands in bin ``b (V + 1) + 
 ``x``), and ``bincount`` over the flattened block is every row's histogram at once.  Torch tokens off the CPU (a
 CUDA sampler's) are counted on their own device by ``torch.bincount`` into an accumulator there: only the
 ``[B, V + 1]`` counts cross to the host, once, at the end.  NumPy arrays and CPU tensors (read without a copy) are
-counted by ``numpy.bincount`` (row by row where the calls are wide).
+counted by ``numpy.bincount`` (row by row, by :func:`~verification.stats.counts.count_samples`, where the calls
+are wide).
 
 Exactness: integer counts, no sampling or rounding; the sum over calls equals the bincount of all draws at once
 (``tests/verification/test_scale.py`` checks it).
@@ -19,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..stats.counts import Counts
+from ..stats.counts import Counts, count_samples
 
 __all__ = ["COUNT_BLOCK", "ROW_BINCOUNT", "Tally"]
 
@@ -77,12 +78,9 @@ class Tally:
         v = self.num_categories
         if x.shape[1] >= ROW_BINCOUNT:
             for i, row in enumerate(x):
-                lo, hi = int(row.min()), int(row.max())
-                if lo < 0 or hi >= v:
-                    inside = (row >= 0) & (row < v)
-                    self._host[r0 + i, v] += int(row.size - np.count_nonzero(inside))
-                    row = row[inside]
-                self._host[r0 + i, :v] += np.bincount(row.astype(np.intp, copy=False), minlength=v)
+                c = count_samples(row, v)
+                self._host[r0 + i, :v] += c.histogram
+                self._host[r0 + i, v] += c.out_of_range
             return
         x = x.astype(np.int64, copy=False)
         if x.size and (x.min() < 0 or x.max() >= v):
